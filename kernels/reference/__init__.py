@@ -1,0 +1,16 @@
+"""NumPy reference kernels: the definition of every op (see docs/NUMERICS.md).
+
+`KERNELS` maps an op name to a function `(attrs, *arrays) -> ndarray`.
+"""
+from .creation import CREATION_KERNELS
+from .elementwise import ELEMENTWISE_KERNELS
+from .linalg import LINALG_KERNELS
+from .movement import MOVEMENT_KERNELS
+from .reduce import REDUCE_KERNELS
+from .indexing import INDEX_KERNELS
+
+KERNELS = {}
+for _table in (CREATION_KERNELS, ELEMENTWISE_KERNELS, LINALG_KERNELS, MOVEMENT_KERNELS,
+               REDUCE_KERNELS, INDEX_KERNELS):
+    assert not (KERNELS.keys() & _table.keys()), "an op is defined twice"
+    KERNELS.update(_table)

@@ -1,0 +1,41 @@
+"""Movement kernels: reshape, permute, expand, slice, concatenate, copy, triangle masks.
+
+Results may be NumPy views of their input; the runtime never writes into a view in place.
+"""
+import numpy as np
+
+
+def reshape(attrs, x):
+    return x.reshape(attrs["shape"])
+
+
+def permute(attrs, x):
+    return np.transpose(x, attrs["dims"])
+
+
+def expand(attrs, x):
+    return np.broadcast_to(x, attrs["shape"])
+
+
+def slice_(attrs, x):
+    return x[tuple(slice(*s) for s in attrs["slices"])]
+
+
+def cat(attrs, *xs):
+    return np.concatenate(xs, axis=attrs["axis"]).astype(np.dtype(attrs["dtype"]), copy=False)
+
+
+def contiguous(attrs, x):
+    return np.array(x, order="C", copy=True)
+
+
+def tril(attrs, x):
+    return np.tril(x, attrs["k"])
+
+
+def triu(attrs, x):
+    return np.triu(x, attrs["k"])
+
+
+MOVEMENT_KERNELS = {"reshape": reshape, "permute": permute, "expand": expand, "slice": slice_,
+                    "cat": cat, "contiguous": contiguous, "tril": tril, "triu": triu}

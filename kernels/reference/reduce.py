@@ -1,0 +1,111 @@
+"""Axis reductions. Sums and products fold left to right in float64 (int64 for integers)."""
+import numpy as np
+
+
+def _fold_layout(x, axes):
+    """Move the reduced axes last and merge them: (kept..., K), folded in row-major order."""
+    kept = [d for d in range(x.ndim) if d not in axes]
+    kept_shape = tuple(x.shape[d] for d in kept)
+    k = int(np.prod([x.shape[d] for d in axes], dtype=np.int64))
+    return np.transpose(x, kept + list(axes)).reshape(kept_shape + (k,)), kept_shape, k
+
+
+def _restore(result, x_shape, axes, keepdims):
+    if keepdims:
+        return result.reshape(tuple(1 if d in axes else n for d, n in enumerate(x_shape)))
+    return result
+
+
+def fold(ufunc, x, axes, identity):
+    """Left fold of `ufunc` over `axes` in the array's own dtype (callers widen first)."""
+    flat, kept_shape, k = _fold_layout(x, axes)
+    if k == 0:
+        return np.full(kept_shape, identity, dtype=x.dtype)
+    # accumulate is a strict sequential left fold (np.add.reduce would sum pairwise).
+    return ufunc.accumulate(flat, axis=-1)[..., -1]
+
+
+def _wide(dtype):
+    """float64 for floats, int64 for integers and bools (so a bool sum counts)."""
+    return np.dtype(np.float64) if dtype.kind == "f" else np.dtype(np.int64)
+
+
+def _sum_wide(x, axes):
+    wide = _wide(x.dtype)
+    if wide.kind != "f":
+        return np.sum(x, axis=axes, dtype=wide)  # exact in integers: the order does not matter
+    return fold(np.add, x.astype(wide, copy=False), axes, 0.0)
+
+
+def _out(result, attrs, x_shape):
+    axes = attrs["axes"]
+    return _restore(np.asarray(result).astype(np.dtype(attrs["dtype"]), copy=False),
+                    x_shape, axes, attrs["keepdims"])
+
+
+def sum_(attrs, x):
+    return _out(_sum_wide(x, attrs["axes"]), attrs, x.shape)
+
+
+def prod(attrs, x):
+    wide = _wide(x.dtype)
+    if wide.kind != "f":
+        return _out(np.prod(x, axis=attrs["axes"], dtype=wide), attrs, x.shape)
+    return _out(fold(np.multiply, x.astype(wide), attrs["axes"], 1.0), attrs, x.shape)
+
+
+def _count(x, axes):
+    return int(np.prod([x.shape[d] for d in axes], dtype=np.int64))
+
+
+def mean(attrs, x):
+    axes = attrs["axes"]
+    with np.errstate(all="ignore"):
+        return _out(_sum_wide(x, axes).astype(np.float64) / _count(x, axes), attrs, x.shape)
+
+
+def _var_wide(x, axes, correction):
+    n = _count(x, axes)
+    wide = x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        mu = fold(np.add, wide, axes, 0.0) / n
+        dev = wide - mu.reshape(tuple(1 if d in axes else s for d, s in enumerate(x.shape)))
+        return fold(np.add, dev * dev, axes, 0.0) / max(n - correction, 0)
+
+
+def var(attrs, x):
+    return _out(_var_wide(x, attrs["axes"], attrs["correction"]), attrs, x.shape)
+
+
+def std(attrs, x):
+    with np.errstate(all="ignore"):
+        return _out(np.sqrt(_var_wide(x, attrs["axes"], attrs["correction"])), attrs, x.shape)
+
+
+def amax(attrs, x):
+    return _out(np.max(x, axis=attrs["axes"]), attrs, x.shape)
+
+
+def amin(attrs, x):
+    return _out(np.min(x, axis=attrs["axes"]), attrs, x.shape)
+
+
+def _arg(fn, attrs, x):
+    axes = attrs["axes"]
+    if len(axes) == x.ndim:  # over everything: index into the flattened tensor
+        result = fn(x.reshape(-1))
+    else:
+        result = fn(x, axis=axes[0])
+    return _out(result, attrs, x.shape)
+
+
+def argmax(attrs, x):
+    return _arg(np.argmax, attrs, x)
+
+
+def argmin(attrs, x):
+    return _arg(np.argmin, attrs, x)
+
+
+REDUCE_KERNELS = {"sum": sum_, "prod": prod, "mean": mean, "var": var, "std": std,
+                  "amax": amax, "amin": amin, "argmax": argmax, "argmin": argmin}

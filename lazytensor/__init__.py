@@ -1,0 +1,32 @@
+"""lazytensor: a lazy tensor engine with deferred host readback.
+
+Every operation builds a graph node; values are computed only when something reads them on the host
+(printing, .numpy(), .item(), element access, bool/float/int) or when lt.realize() is called.
+"""
+from .dtypes import DType, bool_ as bool, float32, float64, int32, int64  # noqa: A004
+from .errors import AxisError
+from .tensor import Tensor
+from .runtime.residency import Residency
+from .creation import (arange, empty, eye, from_numpy, full, full_like, linspace, ones, ones_like, tensor,
+                       zeros, zeros_like)
+from .elementwise import BINARY_FUNCTIONS as _BIN, UNARY_FUNCTIONS as _UN, cast, clip, logical_not, where
+from .reductions import (all, amax, amin, any, argmax, argmin, max, mean, min, prod, std, sum,  # noqa: A004
+                         var)
+from .linalg import matmul
+from .shape_ops import (broadcast_to, cat, chunk, expand, flatten, permute, reshape, split, squeeze, stack,
+                        transpose, unsqueeze)
+from .indexing import gather, index_select, masked_fill, narrow, take_along_axis, tril, triu
+from .activations import log_softmax, softmax
+from .graph_view import graph
+from .evaluation import counters, realize, reset_counters
+
+globals().update(_UN)
+globals().update(_BIN)
+clamp = clip
+concatenate = cat
+arcsin, arccos, arctan = _UN["asin"], _UN["acos"], _UN["atan"]
+float = float32  # noqa: A001  (lt.float is float32, as torch.float is)
+double = float64
+long = int64
+
+__version__ = "0.1.0"

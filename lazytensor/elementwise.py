@@ -1,0 +1,155 @@
+"""Elementwise ops: unary math, broadcasting binary arithmetic and comparisons, where, clip, casts."""
+import numpy as np
+
+from . import dtypes
+from .tensor import Tensor
+from .runtime.opset import UNARY_FLOAT_OPS as UNARY_FLOAT, UNARY_SAME_OPS as UNARY_SAME
+
+_COMPARE = {"eq", "ne", "lt", "le", "gt", "ge"}
+_LOGICAL = {"logical_and", "logical_or", "logical_xor"}
+_NO_BOOL = {"sub", "floordiv", "mod", "pow"}
+
+
+def broadcast_shapes(op, *shapes):
+    """NumPy broadcasting of `shapes`; ValueError naming the op and every shape otherwise."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(-ndim, 0):
+        sizes = {s[i] for s in shapes if len(s) >= -i} - {1}
+        if len(sizes) > 1:
+            listed = " and ".join(str(tuple(s)) for s in shapes)
+            raise ValueError(f"{op}: shapes {listed} cannot be broadcast together "
+                             f"(sizes {sorted(sizes)} at dimension {i})")
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+def scalar(value, dtype):
+    """A 0-d constant node of `dtype`; OverflowError/TypeError now if the value does not fit."""
+    dt = dtypes.as_dtype(dtype)
+    if isinstance(value, (np.generic, np.ndarray)) and np.ndim(value) == 0:
+        value = value.item()
+    try:
+        checked = np.array(value, dtype=dt.np)
+    except OverflowError:
+        raise OverflowError(f"the Python number {value!r} does not fit in {dt}") from None
+    return Tensor._from_op("full", (), {"shape": (), "value": checked.item(), "dtype": dt.np}, (), dt)
+
+
+def as_tensor_operand(x):
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, (list, tuple, np.ndarray)):
+        from .creation import tensor
+        return tensor(x)
+    return None
+
+
+def _operands(op, a, b):
+    """Both operands as tensors of the promoted dtype's inputs, plus that dtype."""
+    ta, tb = as_tensor_operand(a), as_tensor_operand(b)
+    if ta is None and tb is None:
+        raise TypeError(f"{op}: at least one operand must be a tensor")
+    if ta is not None and tb is not None:
+        dt = dtypes.promote(ta.dtype, tb.dtype)
+    elif ta is not None:
+        dt = dtypes.promote_with_scalar(ta.dtype, b)
+        tb = scalar(b, dt)
+    else:
+        dt = dtypes.promote_with_scalar(tb.dtype, a)
+        ta = scalar(a, dt)
+    return ta, tb, dt
+
+
+def binary(op, a, b):
+    """Build a broadcasting binary op node."""
+    ta, tb, dt = _operands(op, a, b)
+    shape = broadcast_shapes(op, ta.shape, tb.shape)
+    if op in _COMPARE:
+        out = dtypes.bool_
+    elif op in _LOGICAL:
+        if ta.dtype != dtypes.bool_ or tb.dtype != dtypes.bool_:
+            raise TypeError(f"{op}: needs bool tensors, got {ta.dtype} and {tb.dtype}")
+        out = dtypes.bool_
+    elif op == "div":
+        out = dt if dt.is_floating_point else dtypes.DEFAULT_FLOAT
+    else:
+        if dt == dtypes.bool_ and op in _NO_BOOL:
+            raise TypeError(f"{op}: not defined for two bool tensors; cast one first, e.g. x.int()")
+        if op == "pow" and not dt.is_floating_point and not isinstance(b, Tensor) and b < 0:
+            raise ValueError(f"pow: integer tensors cannot be raised to the negative integer power {b}; "
+                             f"use a float exponent or cast the tensor to float")
+        out = dt
+    return Tensor._from_op(op, (ta, tb), {"dtype": out.np}, shape, out)
+
+
+def unary(op, x):
+    """Build a unary op node; float-valued ops give the default float on integer inputs."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: expected a tensor, got {type(x).__name__}")
+    if op in UNARY_FLOAT:
+        out = x.dtype if x.dtype.is_floating_point else dtypes.DEFAULT_FLOAT
+    elif op in UNARY_SAME:
+        if x.dtype == dtypes.bool_:
+            raise TypeError(f"{op}: not defined for bool tensors; cast first, e.g. x.int()")
+        out = x.dtype
+    else:
+        raise ValueError(f"unknown unary op {op!r}")
+    return Tensor._from_op(op, (x,), {"dtype": out.np}, x.shape, out)
+
+
+def cast(x, dtype):
+    """`x` converted to `dtype` (float to int truncates toward zero, as NumPy and PyTorch do)."""
+    dt = dtypes.as_dtype(dtype)
+    if dt == x.dtype:
+        return x
+    return Tensor._from_op("cast", (x,), {"dtype": dt.np}, x.shape, dt)
+
+
+def logical_not(x):
+    if x.dtype != dtypes.bool_:
+        raise TypeError(f"logical_not / ~: needs a bool tensor, got {x.dtype}")
+    return Tensor._from_op("logical_not", (x,), {}, x.shape, dtypes.bool_)
+
+
+def where(condition, x, y):
+    """Elements of `x` where `condition` is True, else of `y`; all three broadcast together."""
+    cond = as_tensor_operand(condition)
+    if cond is None or cond.dtype != dtypes.bool_:
+        got = cond.dtype if cond is not None else type(condition).__name__
+        raise TypeError(f"where: condition must be a bool tensor, got {got}")
+    tx, ty, dt = _operands("where", x, y)
+    shape = broadcast_shapes("where", cond.shape, tx.shape, ty.shape)
+    return Tensor._from_op("where", (cond, tx, ty), {"dtype": dt.np}, shape, dt)
+
+
+def clip(x, min=None, max=None):
+    """Clamp into [min, max]; either bound may be None. NaN stays NaN."""
+    out = x
+    if min is not None:
+        out = binary("maximum", out, min)
+    if max is not None:
+        out = binary("minimum", out, max)
+    return out
+
+
+def _unary_fn(op):
+    def fn(x):
+        return unary(op, x)
+    fn.__name__ = op
+    fn.__doc__ = f"Elementwise {op}."
+    return fn
+
+
+def _binary_fn(op):
+    def fn(a, b):
+        return binary(op, a, b)
+    fn.__name__ = op
+    fn.__doc__ = f"Elementwise {op} with NumPy broadcasting."
+    return fn
+
+
+UNARY_FUNCTIONS = {op: _unary_fn(op) for op in sorted(UNARY_FLOAT | UNARY_SAME)}
+BINARY_FUNCTIONS = {op: _binary_fn(op) for op in
+                    ("add", "sub", "mul", "div", "floordiv", "mod", "pow", "maximum", "minimum",
+                     "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor")}

@@ -1,0 +1,228 @@
+"""Subscripts and index-driven ops: t[...] reads and writes, narrow, index_select, gather, masked_fill, tril."""
+import numpy as np
+
+from . import dtypes
+from .errors import normalize_axis
+from .runtime import hostio
+from .tensor import Tensor
+
+
+def _check_index_tensor(op, index):
+    if index.dtype == dtypes.bool_:
+        raise TypeError(f"{op}: boolean mask indexing has a data-dependent shape and is not supported "
+                        f"lazily; use lt.where(mask, x, y) or x.masked_fill(mask, value)")
+    if index.dtype.is_floating_point:
+        raise TypeError(f"{op}: index tensors must be integer tensors, got {index.dtype}")
+
+
+def _check_known_bounds(op, index, size, axis):
+    """Check an index tensor whose value is already on the host, so errors appear at the user's line."""
+    arr = hostio.peek_host(index._node)
+    if arr is None or arr.size == 0:
+        return
+    lo, hi = int(arr.min()), int(arr.max())
+    for value in (lo, hi):
+        if not -size <= value < size:
+            raise IndexError(f"{op}: index {value} is out of range for dimension {axis} with size {size}")
+
+
+def _as_index(op, k):
+    if isinstance(k, (list, np.ndarray)):
+        from .creation import tensor
+        k = tensor(k, dtype=None if np.asarray(k).size else dtypes.int64)
+    _check_index_tensor(op, k)
+    return k
+
+
+def _normalize_key(x, key):
+    """Expand `...`, classify items; returns (items, has_advanced). Raises IndexError for bad keys."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    items = []
+    for k in key:
+        if k is None or k is Ellipsis or isinstance(k, slice):
+            items.append(k)
+        elif isinstance(k, (Tensor, list, np.ndarray)):
+            items.append(_as_index("index", k))
+        elif isinstance(k, (bool, np.bool_)):
+            raise TypeError("index: a Python bool is not a valid index; use an integer or a slice")
+        elif hasattr(k, "__index__"):
+            items.append(int(k.__index__()))
+        else:
+            raise TypeError(f"index: invalid index {k!r} of type {type(k).__name__}; use integers, slices, "
+                            f"None, ..., or integer tensors")
+    if sum(k is Ellipsis for k in items) > 1:
+        raise IndexError("index: an index can only have a single ellipsis ('...')")
+    consuming = sum(1 for k in items if k is not None and k is not Ellipsis)
+    if consuming > x.ndim:
+        raise IndexError(f"index: too many indices for a tensor of dimension {x.ndim}: {consuming} given")
+    fill = [slice(None)] * (x.ndim - consuming)
+    pos = next((i for i, k in enumerate(items) if k is Ellipsis), None)
+    if pos is not None:
+        items = items[:pos] + fill + items[pos + 1:]
+    else:
+        items = items + fill
+    axis = 0
+    for i, k in enumerate(items):
+        if k is None:
+            continue
+        n = x.shape[axis]
+        if isinstance(k, int):
+            if not -n <= k < n:
+                raise IndexError(f"index {k} is out of range for dimension {axis} with size {n}")
+            items[i] = k % n
+        elif isinstance(k, Tensor):
+            _check_known_bounds("index", k, n, axis)
+        axis += 1
+    return items, any(isinstance(k, Tensor) for k in items)
+
+
+def _slice_triple(s, n):
+    start, stop, step = s.indices(n)
+    # A negative step that runs to the front yields stop == -1, which NumPy would read as "the last".
+    return (start, None if stop < 0 else stop, step), len(range(*s.indices(n)))
+
+
+def getitem(x, key):
+    """t[key]: an element read when every axis gets an integer, else a lazy sub-tensor."""
+    items, advanced = _normalize_key(x, key)
+    if all(isinstance(k, int) for k in items) and len(items) == x.ndim:
+        value = hostio.host_array(x._node, "getitem")[tuple(items)]
+        return Tensor(hostio.data_node(np.array(value, dtype=x._node.dtype), exclusive=True))
+    if advanced:
+        return _advanced(x, items)
+    slices, shape, axis = [], [], 0
+    for k in items:
+        if k is None:
+            shape.append(1)
+            continue
+        n = x.shape[axis]
+        if isinstance(k, int):
+            slices.append((k, k + 1, 1))
+        else:
+            triple, length = _slice_triple(k, n)
+            slices.append(triple)
+            shape.append(length)
+        axis += 1
+    out = x
+    if any(s != (0, n, 1) for s, n in zip(slices, x.shape)):
+        sliced = tuple(len(range(s[0], -1 if s[1] is None else s[1], s[2])) for s in slices)
+        out = Tensor._from_op("slice", (x,), {"slices": tuple(slices)}, sliced, x.dtype)
+    return out.reshape(*shape)
+
+
+def _advanced(x, items):
+    """NumPy advanced indexing (integer tensors mixed with ints/slices/None) as one `index` node."""
+    inputs, key, dummies = [x], [], []
+    for k in items:
+        if isinstance(k, Tensor):
+            key.append(("input", len(inputs) - 1))
+            inputs.append(k)
+            dummies.append(np.zeros(k.shape, dtype=np.intp))
+        else:
+            key.append(k)
+    # The result shape is NumPy's own answer on a zero-stride stand-in of the same shape.
+    stand_in = np.lib.stride_tricks.as_strided(np.zeros(1, np.bool_), shape=x.shape, strides=(0,) * x.ndim)
+    it = iter(dummies)
+    try:
+        shape = stand_in[tuple(next(it) if isinstance(k, tuple) else k for k in key)].shape
+    except IndexError as exc:
+        raise IndexError(f"index: {exc}") from None
+    return Tensor._from_op("index", inputs, {"key": tuple(key)}, shape, x.dtype)
+
+
+def setitem(x, key, value):
+    """t[key] = value on the host (value semantics: earlier derived tensors keep their old values)."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    host_key = tuple(hostio.host_array(k._node, "setitem") if isinstance(k, Tensor) else k for k in key)
+    if isinstance(value, Tensor):
+        value = hostio.host_array(value._node, "setitem")
+    x._node = hostio.write_items(x._node, host_key, value)
+
+
+def narrow(x, dim, start, length):
+    """The sub-tensor of `length` entries from `start` along `dim` (lazy, no copy)."""
+    d = normalize_axis("narrow", dim, x.ndim)
+    n = x.shape[d]
+    if start < 0:
+        start += n
+    if not (0 <= start <= n and 0 <= length and start + length <= n):
+        raise IndexError(f"narrow: start {start} and length {length} do not fit dimension {d} of size {n}")
+    key = [slice(None)] * x.ndim
+    key[d] = slice(start, start + length)
+    return getitem(x, tuple(key))
+
+
+def index_select(x, dim, index):
+    """Entries of `x` at `index` along `dim` (any-shape integer index; an embedding lookup for dim 0)."""
+    index = _as_index("index_select", index)
+    d = normalize_axis("index_select", dim, x.ndim)
+    _check_known_bounds("index_select", index, x.shape[d], d)
+    shape = x.shape[:d] + index.shape + x.shape[d + 1:]
+    return Tensor._from_op("take", (x, index), {"axis": d}, shape, x.dtype)
+
+
+def take_along_axis(x, indices, axis):
+    """NumPy's take_along_axis: same ndim, other dims broadcast."""
+    indices = _as_index("take_along_axis", indices)
+    d = normalize_axis("take_along_axis", axis, x.ndim)
+    if indices.ndim != x.ndim:
+        raise ValueError(f"take_along_axis: indices have {indices.ndim} dims {indices.shape} but the "
+                         f"tensor has {x.ndim} {x.shape}; they must have the same number")
+    from .elementwise import broadcast_shapes
+    a = tuple(1 if i == d else n for i, n in enumerate(x.shape))
+    b = tuple(1 if i == d else n for i, n in enumerate(indices.shape))
+    shape = list(broadcast_shapes("take_along_axis", a, b))
+    shape[d] = indices.shape[d]
+    _check_known_bounds("take_along_axis", indices, x.shape[d], d)
+    return Tensor._from_op("take_along", (x, indices), {"axis": d}, tuple(shape), x.dtype)
+
+
+def gather(x, dim, index):
+    """PyTorch's gather: out[i][j] = x[index[i][j]][j] for dim 0; index.size(k) <= x.size(k) for k != dim."""
+    index = _as_index("gather", index)
+    d = normalize_axis("gather", dim, x.ndim)
+    if index.ndim != x.ndim:
+        raise ValueError(f"gather: index has {index.ndim} dims {index.shape} but the tensor has "
+                         f"{x.ndim} {x.shape}; they must have the same number")
+    for k, (ni, nx) in enumerate(zip(index.shape, x.shape)):
+        if k != d and ni > nx:
+            raise ValueError(f"gather: index size {ni} at dimension {k} exceeds the tensor's size {nx} "
+                             f"(index shape {index.shape}, tensor shape {x.shape})")
+    key = tuple(slice(None) if k == d else slice(0, ni) for k, ni in enumerate(index.shape))
+    return take_along_axis(getitem(x, key), index, d)
+
+
+def masked_fill(x, mask, value):
+    """`x` with `value` where `mask` is True; the result keeps x's shape and dtype."""
+    from .elementwise import as_tensor_operand, broadcast_shapes, scalar, where
+    mask = as_tensor_operand(mask)
+    if mask is None or mask.dtype != dtypes.bool_:
+        raise TypeError(f"masked_fill: mask must be a bool tensor, got {getattr(mask, 'dtype', type(mask))}")
+    if broadcast_shapes("masked_fill", x.shape, mask.shape) != x.shape:
+        raise ValueError(f"masked_fill: mask of shape {mask.shape} does not broadcast to the tensor's "
+                         f"shape {x.shape}")
+    if isinstance(value, Tensor):
+        if value.ndim != 0:
+            raise ValueError(f"masked_fill: value must be a number or a 0-d tensor, got shape {value.shape}")
+        fill = value.to(x.dtype)
+    else:
+        fill = scalar(value, x.dtype)
+    return where(mask, fill, x)
+
+
+def _tri(op, x, diagonal):
+    if x.ndim < 2:
+        raise ValueError(f"{op}: needs at least 2 dimensions, got shape {x.shape}")
+    return Tensor._from_op(op, (x,), {"k": int(diagonal)}, x.shape, x.dtype)
+
+
+def tril(x, diagonal=0):
+    """Zero everything above the `diagonal`-th diagonal of the last two dims."""
+    return _tri("tril", x, diagonal)
+
+
+def triu(x, diagonal=0):
+    """Zero everything below the `diagonal`-th diagonal of the last two dims."""
+    return _tri("triu", x, diagonal)

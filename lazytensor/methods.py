@@ -1,0 +1,111 @@
+"""Binds the op modules onto Tensor as operators and methods (kept apart so tensor.py stays small)."""
+import numpy as np
+
+from . import dtypes
+from . import activations, elementwise, indexing, linalg, reductions, shape_ops
+from .elementwise import BINARY_FUNCTIONS, UNARY_FUNCTIONS, binary, unary
+from .tensor import Tensor
+
+
+_OPERAND_TYPES = (Tensor, int, float, bool, np.number, np.bool_, np.ndarray, list, tuple)
+
+
+def _reflected(op):
+    def method(self, other):
+        if not isinstance(other, _OPERAND_TYPES):
+            return NotImplemented
+        return binary(op, other, self)
+    return method
+
+
+def _forward(op):
+    def method(self, other):
+        if not isinstance(other, _OPERAND_TYPES):
+            return NotImplemented
+        return binary(op, self, other)
+    return method
+
+
+_OPERATORS = {
+    "add": ("__add__", "__radd__"), "sub": ("__sub__", "__rsub__"), "mul": ("__mul__", "__rmul__"),
+    "div": ("__truediv__", "__rtruediv__"), "floordiv": ("__floordiv__", "__rfloordiv__"),
+    "mod": ("__mod__", "__rmod__"), "pow": ("__pow__", "__rpow__"),
+    "logical_and": ("__and__", "__rand__"), "logical_or": ("__or__", "__ror__"),
+    "logical_xor": ("__xor__", "__rxor__"),
+}
+for _op, (_fwd, _rev) in _OPERATORS.items():
+    setattr(Tensor, _fwd, _forward(_op))
+    setattr(Tensor, _rev, _reflected(_op))
+for _op, _name in {"eq": "__eq__", "ne": "__ne__", "lt": "__lt__", "le": "__le__",
+                   "gt": "__gt__", "ge": "__ge__"}.items():
+    setattr(Tensor, _name, _forward(_op))
+
+Tensor.__array_ufunc__ = None  # NumPy defers to Tensor's reflected operators (ndarray + Tensor -> Tensor)
+Tensor.__neg__ = lambda self: unary("neg", self)
+Tensor.__pos__ = lambda self: self
+Tensor.__abs__ = lambda self: unary("abs", self)
+Tensor.__invert__ = lambda self: elementwise.logical_not(self)
+Tensor.__matmul__ = lambda self, other: linalg.matmul(self, other)
+Tensor.__rmatmul__ = lambda self, other: linalg.matmul(other, self)
+Tensor.__getitem__ = lambda self, key: indexing.getitem(self, key)
+
+for _name, _fn in UNARY_FUNCTIONS.items():
+    setattr(Tensor, _name, _fn)
+for _name in ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt",
+              "ge", "logical_and", "logical_or", "logical_xor"):
+    setattr(Tensor, _name, BINARY_FUNCTIONS[_name])
+Tensor.arcsin, Tensor.arccos, Tensor.arctan = Tensor.asin, Tensor.acos, Tensor.atan
+Tensor.negative = Tensor.neg
+Tensor.multiply, Tensor.subtract, Tensor.divide = Tensor.mul, Tensor.sub, Tensor.div
+Tensor.logical_not = elementwise.logical_not
+Tensor.clip = Tensor.clamp = elementwise.clip
+Tensor.where = lambda self, condition, other: elementwise.where(condition, self, other)
+
+for _name in ("sum", "prod", "mean", "var", "std", "amax", "amin", "argmax", "argmin", "max", "min",
+              "any", "all"):
+    setattr(Tensor, _name, getattr(reductions, _name))
+
+Tensor.matmul = linalg.matmul
+Tensor.reshape = shape_ops.reshape
+Tensor.view = shape_ops.reshape
+Tensor.permute = shape_ops.permute
+Tensor.transpose = shape_ops.transpose
+Tensor.swapaxes = shape_ops.transpose
+Tensor.expand = shape_ops.expand
+Tensor.broadcast_to = shape_ops.broadcast_to
+Tensor.expand_as = lambda self, other: shape_ops.broadcast_to(self, other.shape)
+Tensor.squeeze = shape_ops.squeeze
+Tensor.unsqueeze = shape_ops.unsqueeze
+Tensor.flatten = shape_ops.flatten
+Tensor.contiguous = shape_ops.contiguous
+Tensor.split = shape_ops.split
+Tensor.chunk = shape_ops.chunk
+Tensor.T = property(lambda self: shape_ops.transpose(self))
+Tensor.mT = property(shape_ops.matrix_transpose)
+
+Tensor.narrow = indexing.narrow
+Tensor.index_select = indexing.index_select
+Tensor.gather = indexing.gather
+Tensor.take_along_axis = indexing.take_along_axis
+Tensor.masked_fill = indexing.masked_fill
+Tensor.tril = indexing.tril
+Tensor.triu = indexing.triu
+
+Tensor.softmax = activations.softmax
+Tensor.log_softmax = activations.log_softmax
+
+
+def _to(self, dtype):
+    """This tensor converted to `dtype` (self if it already has it)."""
+    return elementwise.cast(self, dtype)
+
+
+Tensor.to = _to
+Tensor.astype = _to
+Tensor.type = _to
+Tensor.float = lambda self: elementwise.cast(self, dtypes.float32)
+Tensor.double = lambda self: elementwise.cast(self, dtypes.float64)
+Tensor.int = lambda self: elementwise.cast(self, dtypes.int32)
+Tensor.long = lambda self: elementwise.cast(self, dtypes.int64)
+Tensor.bool = lambda self: elementwise.cast(self, dtypes.bool_)
+Tensor.clone = lambda self: Tensor._from_op("contiguous", (self,), {}, self.shape, self.dtype)

@@ -1,0 +1,190 @@
+"""Shape ops: reshape, permute/transpose, expand, squeeze/unsqueeze, flatten, cat/stack, split/chunk."""
+import math
+
+from . import dtypes
+from .errors import normalize_axis
+from .tensor import Tensor
+
+
+def _shape_arg(shape):
+    if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
+        shape = tuple(shape[0])
+    for s in shape:
+        if isinstance(s, bool) or not hasattr(s, "__index__"):
+            raise TypeError(f"sizes must be integers, got {s!r}")
+    return tuple(int(s.__index__()) for s in shape)
+
+
+def reshape(x, *shape):
+    """The same elements in row-major order, in a new shape; one size may be -1."""
+    shape = _shape_arg(shape)
+    if shape.count(-1) > 1:
+        raise ValueError(f"reshape: only one dimension can be -1, got {shape}")
+    if any(s < -1 for s in shape):
+        raise ValueError(f"reshape: invalid size in {shape}")
+    n = x.numel()
+    if -1 in shape:
+        known = math.prod(s for s in shape if s != -1)
+        if known == 0 or n % known:
+            raise ValueError(f"reshape: cannot reshape tensor of shape {x.shape} ({n} elements) into {shape}")
+        shape = tuple(n // known if s == -1 else s for s in shape)
+    if math.prod(shape) != n:
+        raise ValueError(f"reshape: cannot reshape tensor of shape {x.shape} ({n} elements) into {shape} "
+                         f"({math.prod(shape)} elements)")
+    if shape == x.shape:
+        return x
+    return Tensor._from_op("reshape", (x,), {"shape": shape}, shape, x.dtype)
+
+
+def permute(x, *dims):
+    dims = _shape_arg(dims)
+    if len(dims) != x.ndim:
+        raise ValueError(f"permute: got {len(dims)} dims {dims} for a tensor of dimension {x.ndim}")
+    dims = tuple(normalize_axis("permute", d, x.ndim) for d in dims)
+    if sorted(dims) != list(range(x.ndim)):
+        raise ValueError(f"permute: {dims} is not a permutation of the dimensions 0..{x.ndim - 1}")
+    if dims == tuple(range(x.ndim)):
+        return x
+    shape = tuple(x.shape[d] for d in dims)
+    return Tensor._from_op("permute", (x,), {"dims": dims}, shape, x.dtype)
+
+
+def transpose(x, dim0=None, dim1=None):
+    """Swap two dims; with none given, reverse all dims (NumPy's transpose)."""
+    if dim0 is None and dim1 is None:
+        return permute(x, *reversed(range(x.ndim)))
+    if dim0 is None or dim1 is None:
+        raise TypeError("transpose: pass two dims (or none to reverse all)")
+    dims = list(range(x.ndim))
+    a, b = normalize_axis("transpose", dim0, x.ndim), normalize_axis("transpose", dim1, x.ndim)
+    dims[a], dims[b] = dims[b], dims[a]
+    return permute(x, *dims)
+
+
+def matrix_transpose(x):
+    if x.ndim < 2:
+        raise ValueError(f"mT: needs at least 2 dimensions, got shape {x.shape}")
+    return transpose(x, -2, -1)
+
+
+def broadcast_to(x, shape):
+    shape = _shape_arg((shape,) if not isinstance(shape, (list, tuple)) else (tuple(shape),))
+    if len(shape) < x.ndim:
+        raise ValueError(f"expand: cannot expand shape {x.shape} to the shorter shape {shape}")
+    lead = len(shape) - x.ndim
+    out = []
+    for i, s in enumerate(shape):
+        own = x.shape[i - lead] if i >= lead else None
+        if s == -1:
+            if own is None:
+                raise ValueError(f"expand: -1 is not allowed for the new leading dimension {i} in {shape}")
+            s = own
+        if own is not None and own != s and own != 1:
+            raise ValueError(f"expand: cannot expand shape {x.shape} to {shape}: size {own} at "
+                             f"dimension {i - lead} is neither 1 nor {s}")
+        out.append(s)
+    out = tuple(out)
+    if out == x.shape:
+        return x
+    return Tensor._from_op("expand", (x,), {"shape": out}, out, x.dtype)
+
+
+def expand(x, *sizes):
+    return broadcast_to(x, _shape_arg(sizes))
+
+
+def squeeze(x, dim=None):
+    if dim is None:
+        dims = {d for d, n in enumerate(x.shape) if n == 1}
+    else:
+        ds = dim if isinstance(dim, (list, tuple)) else (dim,)
+        dims = {normalize_axis("squeeze", d, x.ndim) for d in ds}
+        dims = {d for d in dims if x.shape[d] == 1}  # PyTorch leaves non-1 dims alone
+    return reshape(x, *(n for d, n in enumerate(x.shape) if d not in dims))
+
+
+def unsqueeze(x, dim):
+    d = normalize_axis("unsqueeze", dim, x.ndim + 1)
+    return reshape(x, *(x.shape[:d] + (1,) + x.shape[d:]))
+
+
+def flatten(x, start_dim=0, end_dim=-1):
+    if x.ndim == 0:
+        return reshape(x, 1)
+    a, b = normalize_axis("flatten", start_dim, x.ndim), normalize_axis("flatten", end_dim, x.ndim)
+    if a > b:
+        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+    return reshape(x, *(x.shape[:a] + (math.prod(x.shape[a:b + 1]),) + x.shape[b + 1:]))
+
+
+def contiguous(x):
+    """A tensor whose value is laid out densely in row-major order (a copy unless already so)."""
+    if x._node.op not in ("permute", "expand", "slice"):
+        return x
+    return Tensor._from_op("contiguous", (x,), {}, x.shape, x.dtype)
+
+
+def cat(tensors, dim=0, *, axis=None):
+    """Join tensors along an existing dim; all other sizes must match. Dtypes promote."""
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("cat: needs at least one tensor")
+    if any(not isinstance(t, Tensor) for t in tensors):
+        raise TypeError("cat: every element must be a Tensor")
+    d = axis if axis is not None else dim
+    ref = tensors[0]
+    if ref.ndim == 0:
+        raise ValueError("cat: zero-dimensional tensors cannot be concatenated; use lt.stack")
+    d = normalize_axis("cat", d, ref.ndim)
+    for i, t in enumerate(tensors):
+        if t.ndim != ref.ndim or any(a != b for k, (a, b) in enumerate(zip(t.shape, ref.shape)) if k != d):
+            raise ValueError(f"cat: tensor {i} has shape {t.shape}, which does not match {ref.shape} "
+                             f"outside dimension {d}")
+    if len(tensors) == 1:
+        return tensors[0]
+    dt = dtypes.promote(*(t.dtype for t in tensors))
+    shape = ref.shape[:d] + (sum(t.shape[d] for t in tensors),) + ref.shape[d + 1:]
+    return Tensor._from_op("cat", tensors, {"axis": d, "dtype": dt.np}, shape, dt)
+
+
+def stack(tensors, dim=0, *, axis=None):
+    """Join equal-shape tensors along a new dim."""
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("stack: needs at least one tensor")
+    ref = tensors[0].shape
+    for i, t in enumerate(tensors):
+        if t.shape != ref:
+            raise ValueError(f"stack: tensor {i} has shape {t.shape}, expected {ref} like tensor 0")
+    d = normalize_axis("stack", axis if axis is not None else dim, len(ref) + 1)
+    return cat([unsqueeze(t, d) for t in tensors], d)
+
+
+def split(x, split_size_or_sections, dim=0):
+    """PyTorch's split: an int is the size of each piece (the last may be smaller); a list gives sizes."""
+    d = normalize_axis("split", dim, x.ndim)
+    n = x.shape[d]
+    if isinstance(split_size_or_sections, int):
+        step = split_size_or_sections
+        if step <= 0:
+            raise ValueError(f"split: split size must be positive, got {step}")
+        sizes = [min(step, n - i) for i in range(0, n, step)] or [0]
+    else:
+        sizes = [int(s) for s in split_size_or_sections]
+        if sum(sizes) != n or any(s < 0 for s in sizes):
+            raise ValueError(f"split: sizes {sizes} do not add up to {n}, the size of dimension {d}")
+    from .indexing import narrow
+    out, start = [], 0
+    for s in sizes:
+        out.append(narrow(x, d, start, s))
+        start += s
+    return tuple(out)
+
+
+def chunk(x, chunks, dim=0):
+    """Split into `chunks` pieces of ceil(size / chunks) (fewer if the size runs out), as PyTorch does."""
+    if chunks <= 0:
+        raise ValueError(f"chunk: chunks must be positive, got {chunks}")
+    d = normalize_axis("chunk", dim, x.ndim)
+    step = max(1, -(-x.shape[d] // chunks))
+    return split(x, step, d)

@@ -1,0 +1,182 @@
+"""Tensor: the user's handle on a lazy value (a graph node), with PyTorch/NumPy-style methods."""
+import numpy as np
+
+from . import dtypes
+from .runtime import hostio
+from .runtime.graph import Node
+from .runtime.residency import Residency
+
+
+class Tensor:
+    """A lazy n-dimensional array. Operations build graph nodes; host reads compute and download."""
+
+    __slots__ = ("_node", "__weakref__")
+
+    def __init__(self, node):
+        if not isinstance(node, Node):
+            raise TypeError("Tensor(...) wraps a graph node; create tensors with lt.tensor(data)")
+        self._node = node
+
+    @classmethod
+    def _from_op(cls, op, inputs, attrs, shape, dtype):
+        """Build a new pending node from Tensor inputs (used by every op module)."""
+        dt = dtypes.as_dtype(dtype).np
+        return cls(Node(op, [t._node for t in inputs], attrs, shape, dt))
+
+    # ---- metadata -------------------------------------------------------------------------
+    @property
+    def shape(self):
+        return self._node.shape
+
+    @property
+    def dtype(self):
+        return dtypes.from_np(self._node.dtype)
+
+    @property
+    def ndim(self):
+        return len(self._node.shape)
+
+    def dim(self):
+        return self.ndim
+
+    def size(self, dim=None):
+        if dim is None:
+            return self.shape
+        from .errors import normalize_axis
+        return self.shape[normalize_axis("size", dim, self.ndim)]
+
+    def numel(self):
+        return self._node.size
+
+    @property
+    def nbytes(self):
+        return self._node.nbytes
+
+    @property
+    def itemsize(self):
+        return self._node.dtype.itemsize
+
+    def element_size(self):
+        return self.itemsize
+
+    def is_floating_point(self):
+        return self.dtype.is_floating_point
+
+    @property
+    def residency(self):
+        """Where the value lives now: Residency.PENDING, HOST, DEVICE or BOTH."""
+        buf = self._node.buffer
+        return Residency.PENDING if buf is None else buf.state
+
+    @property
+    def is_realized(self):
+        return self._node.buffer is not None
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    __hash__ = object.__hash__
+
+    # ---- realization and host reads ------------------------------------------------------------
+    def realize(self):
+        """Compute this tensor now (no download); returns self."""
+        from .runtime.scheduler import realize
+        realize([self._node])
+        return self
+
+    def numpy(self):
+        """The value as a read-only NumPy array (a host read)."""
+        return hostio.export_array(self._node, "numpy")
+
+    def __array__(self, dtype=None, copy=None):
+        arr = hostio.export_array(self._node, "numpy")
+        if copy:
+            arr = np.array(arr, copy=True)
+        return arr if dtype is None else arr.astype(dtype, copy=bool(copy))
+
+    def item(self):
+        """The single element as a Python number (a host read)."""
+        if self.numel() != 1:
+            raise ValueError(f"item(): only a tensor with one element can be converted to a Python "
+                             f"number, this one has shape {self.shape}")
+        return hostio.host_array(self._node, "item").reshape(()).item()
+
+    def tolist(self):
+        return hostio.host_array(self._node, "tolist").tolist()
+
+    def _scalar(self, trigger):
+        if self.numel() != 1:
+            raise ValueError(f"{trigger}(): the truth value or number of a tensor with "
+                             f"{self.numel()} elements is ambiguous (shape {self.shape}); "
+                             f"use .any(), .all() or index one element")
+        return hostio.host_array(self._node, trigger).reshape(()).item()
+
+    def __bool__(self):
+        return bool(self._scalar("bool"))
+
+    def __float__(self):
+        return float(self._scalar("float"))
+
+    def __int__(self):
+        return int(self._scalar("int"))
+
+    def __index__(self):
+        if self.dtype.is_floating_point or self.dtype == dtypes.bool_:
+            raise TypeError(f"only integer tensors can be used as an index, not {self.dtype}")
+        return int(self._scalar("index"))
+
+    def __repr__(self):
+        arr = hostio.host_array(self._node, "print")
+        body = np.array2string(arr, separator=", ", prefix="tensor(",
+                               floatmode="maxprec", threshold=1000)
+        default = {dtypes.float32, dtypes.int64, dtypes.bool_}
+        suffix = "" if self.dtype in default else f", dtype={self.dtype!r}"
+        if arr.size == 0:
+            suffix = f", size={self.shape}" + (f", dtype={self.dtype!r}" if self.dtype != dtypes.float32 else "")
+        return f"tensor({body}{suffix})"
+
+    __str__ = __repr__
+
+    def __format__(self, spec):
+        if self.ndim == 0:
+            return format(hostio.host_array(self._node, "print").item(), spec)
+        if spec:
+            raise TypeError(f"format spec {spec!r} needs a 0-d tensor; this one has shape {self.shape}")
+        return repr(self)
+
+    # ---- host writes ------------------------------------------------------------------------------
+    def __setitem__(self, key, value):
+        from .indexing import setitem
+        setitem(self, key, value)
+
+    def fill_(self, value):
+        """Overwrite every element with `value` on the host; returns self."""
+        arr = np.full(self.shape, value, dtype=self._node.dtype)
+        self._node = hostio.replace_value(arr, "fill_")
+        return self
+
+    def copy_(self, src):
+        """Overwrite this tensor with `src` (array-like or Tensor), broadcast and cast to this dtype."""
+        if isinstance(src, Tensor):
+            from .shape_ops import broadcast_to
+            from .elementwise import cast
+            self._node = broadcast_to(cast(src, self.dtype), self.shape).contiguous()._node
+            return self
+        arr = np.asarray(src)
+        try:
+            arr = np.array(np.broadcast_to(arr, self.shape), dtype=self._node.dtype, copy=True)
+        except ValueError:
+            raise ValueError(f"copy_: source of shape {np.shape(src)} cannot be broadcast to {self.shape}") from None
+        self._node = hostio.replace_value(arr, "copy_")
+        return self
+
+
+# The op modules import Tensor; bind their functions as methods once Tensor exists.
+from . import methods  # noqa: E402,F401

@@ -1,0 +1,23 @@
+"""The NumPy backend: the portable definition of every op and the oracle for every other backend."""
+import numpy as np
+
+from ...kernels.reference import KERNELS
+from .base import Backend
+
+
+class NumpyBackend(Backend):
+    """Runs every op with the reference kernels on host arrays. Always accepts."""
+
+    name = "numpy"
+    is_host = True
+
+    def accepts(self, node, operands):
+        return node.op in KERNELS
+
+    def launch(self, node, args):
+        out = KERNELS[node.op](node.attrs, *args)
+        if not isinstance(out, np.ndarray) or out.shape != node.shape or out.dtype != node.dtype:
+            raise AssertionError(
+                f"kernel {node.op} returned {getattr(out, 'shape', None)} {getattr(out, 'dtype', None)}, "
+                f"expected {node.shape} {node.dtype}")
+        return out

@@ -1,0 +1,28 @@
+"""Process-wide counters of realizations, kernels, host reads and host writes (for tests and users)."""
+import collections
+
+
+class Counters:
+    """Counts what the engine did; `snapshot()` returns a plain dict, `reset()` zeroes everything."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self):
+        self.realizations = 0
+        self.kernels = 0
+        self.host_reads = collections.Counter()
+        self.host_writes = collections.Counter()
+
+    def snapshot(self):
+        return {
+            "realizations": self.realizations,
+            "kernels": self.kernels,
+            "host_reads": sum(self.host_reads.values()),
+            "host_reads_by_trigger": dict(self.host_reads),
+            "host_writes": sum(self.host_writes.values()),
+            "host_writes_by_trigger": dict(self.host_writes),
+        }
+
+
+COUNTERS = Counters()

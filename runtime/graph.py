@@ -1,0 +1,74 @@
+"""Graph nodes and iterative traversals (no recursion, so 100,000-op chains are fine)."""
+import itertools
+
+_ids = itertools.count()
+
+
+class Node:
+    """One op in the lazy DAG: op name, inputs, static attrs, output shape/dtype, and a Buffer once realized.
+
+    Realizing a node drops its inputs (the graph is cut) so long loops do not keep history alive.
+    """
+
+    __slots__ = ("id", "op", "inputs", "attrs", "shape", "dtype", "buffer", "used", "__weakref__")
+
+    def __init__(self, op, inputs, attrs, shape, dtype, buffer=None):
+        self.id = next(_ids)
+        self.op = op
+        self.inputs = tuple(inputs)
+        self.attrs = attrs
+        self.shape = tuple(shape)
+        self.dtype = dtype
+        self.buffer = buffer
+        # True once another node (or a second tensor handle) reads this node's value: a host write
+        # must then copy instead of writing in place, so earlier derived values stay as they were.
+        self.used = False
+        for inp in self.inputs:
+            inp.used = True
+
+    @property
+    def realized(self):
+        return self.buffer is not None
+
+    @property
+    def size(self):
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self):
+        return self.size * self.dtype.itemsize
+
+    def __repr__(self):
+        state = self.buffer.state.name if self.buffer is not None else "PENDING"
+        return f"<Node {self.id} {self.op} {self.shape} {self.dtype} {state}>"
+
+
+def walk(roots):
+    """Every node reachable from `roots` through inputs, each once, inputs before their consumers."""
+    return _postorder(roots, lambda node: True)
+
+
+def pending_order(roots):
+    """The unrealized nodes needed for `roots`, in an order where inputs come first."""
+    return _postorder([r for r in roots if r.buffer is None], lambda node: node.buffer is None)
+
+
+def _postorder(roots, include):
+    order, seen = [], set()
+    stack = [(root, False) for root in reversed(list(roots))]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if node in seen:
+            continue
+        seen.add(node)
+        stack.append((node, True))
+        for inp in reversed(node.inputs):
+            if inp not in seen and include(inp):
+                stack.append((inp, False))
+    return order

@@ -1,0 +1,151 @@
+"""Bad input raises a specific exception at the user's line, with a message that says what to fix."""
+import numpy as np
+import pytest
+
+import lazytensor as lt
+
+
+def test_broadcast_mismatch_names_the_op_and_both_shapes():
+    with pytest.raises(ValueError, match=r"add: shapes \(2, 3\) and \(4,\) cannot be broadcast"):
+        lt.ones(2, 3) + lt.ones(4)
+
+
+def test_shape_errors_raise_when_the_op_is_built_not_when_realized():
+    a, b = lt.ones(3), lt.ones(4)
+    with pytest.raises(ValueError):
+        lt.where(lt.ones(3) > 0, a, b)
+    assert lt.counters()["realizations"] == 0
+
+
+def test_bad_reshape():
+    with pytest.raises(ValueError, match=r"cannot reshape tensor of shape \(2, 3\) \(6 elements\) into \(4,\)"):
+        lt.ones(2, 3).reshape(4)
+    with pytest.raises(ValueError, match="only one dimension can be -1"):
+        lt.ones(6).reshape(-1, -1)
+
+
+@pytest.mark.parametrize("call", [lambda t: t.sum(2), lambda t: t.softmax(-3), lambda t: t.transpose(0, 5),
+                                  lambda t: t.unsqueeze(4), lambda t: t.argmax(9)])
+def test_bad_axis_is_an_axis_error_naming_the_valid_range(call):
+    with pytest.raises(lt.AxisError, match=r"out of range for a tensor of dimension 2 \(valid: \[-2, 1\]\)|"
+                                           r"dimension 3"):
+        call(lt.ones(2, 3))
+
+
+def test_axis_error_is_both_index_error_and_value_error():
+    assert issubclass(lt.AxisError, IndexError) and issubclass(lt.AxisError, ValueError)
+
+
+def test_out_of_range_integer_index_names_the_index_and_the_size():
+    with pytest.raises(IndexError, match="index 5 is out of range for dimension 1 with size 3"):
+        lt.ones(2, 3)[0, 5]
+    with pytest.raises(IndexError, match="index -4 is out of range for dimension 0 with size 2"):
+        lt.ones(2, 3)[-4]
+
+
+def test_too_many_indices():
+    with pytest.raises(IndexError, match="too many indices for a tensor of dimension 1"):
+        lt.ones(3)[0, 0]
+
+
+def test_out_of_range_index_tensor_known_at_build_time():
+    with pytest.raises(IndexError, match="index 7 is out of range for dimension 0 with size 5"):
+        lt.ones(5, 2).index_select(0, lt.tensor([1, 7]))
+
+
+def test_out_of_range_computed_index_tensor_raises_when_realized():
+    idx = lt.tensor([1, 2]) * 4  # a pending index: its values are known only when computed
+    out = lt.ones(5, 2).index_select(0, idx)
+    with pytest.raises(IndexError, match="index 8 is out of range for dimension 0 with size 5"):
+        out.numpy()
+
+
+def test_float_index_tensor_is_a_type_error():
+    with pytest.raises(TypeError, match="integer tensors, got lt.float32"):
+        lt.ones(3)[lt.tensor([0.0, 1.0])]
+    with pytest.raises(TypeError, match="must be integer tensors"):
+        lt.ones(3, 2).gather(0, lt.tensor([[0.0]]))
+
+
+def test_bool_mask_indexing_points_to_where_and_masked_fill():
+    with pytest.raises(TypeError, match="masked_fill"):
+        lt.ones(3)[lt.tensor([True, False, True])]
+
+
+def test_ragged_nested_lists():
+    with pytest.raises(ValueError, match="ragged"):
+        lt.tensor([[1, 2], [3]])
+
+
+@pytest.mark.parametrize("bad", [np.float16, np.complex64, np.uint8, "float16"])
+def test_unsupported_dtypes_list_the_supported_ones(bad):
+    with pytest.raises(TypeError, match="supports float32, float64, int32, int64, bool"):
+        lt.zeros(2, dtype=bad)
+
+
+def test_from_numpy_with_an_unsupported_dtype():
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        lt.from_numpy(np.zeros(3, np.uint8))
+
+
+def test_strings_are_not_tensor_data():
+    with pytest.raises(TypeError):
+        lt.tensor(["a", "b"])
+
+
+def test_scalar_that_does_not_fit_the_dtype():
+    with pytest.raises(OverflowError, match="does not fit in lt.int32"):
+        lt.zeros(2, dtype=lt.int32) + 2 ** 40
+
+
+def test_integer_tensor_to_a_negative_integer_power():
+    with pytest.raises(ValueError, match="negative integer power -1"):
+        lt.tensor([1, 2]) ** -1
+
+
+def test_reducing_an_empty_dimension_with_no_identity():
+    with pytest.raises(ValueError, match="size 0"):
+        lt.zeros(0, 3).amax(0)
+    with pytest.raises(ValueError, match="empty"):
+        lt.zeros(0).argmax()
+
+
+def test_ambiguous_truth_value():
+    with pytest.raises(ValueError, match="ambiguous"):
+        bool(lt.ones(2))
+    with pytest.raises(ValueError, match="one element"):
+        lt.ones(2).item()
+
+
+def test_matmul_of_a_0d_tensor():
+    with pytest.raises(ValueError, match="at least one dimension"):
+        lt.tensor(2.0) @ lt.ones(2)
+
+
+def test_bad_permutation_and_expand():
+    with pytest.raises(ValueError, match="not a permutation"):
+        lt.ones(2, 3).permute(0, 0)
+    with pytest.raises(ValueError, match=r"cannot expand shape \(2, 3\) to \(4, 3\)"):
+        lt.ones(2, 3).expand(4, 3)
+
+
+def test_cat_with_mismatched_shapes():
+    with pytest.raises(ValueError, match=r"tensor 1 has shape \(2, 4\)"):
+        lt.cat([lt.ones(2, 3), lt.ones(2, 4)])
+
+
+def test_where_needs_a_bool_condition():
+    with pytest.raises(TypeError, match="condition must be a bool tensor"):
+        lt.where(lt.ones(2), 1.0, 0.0)
+
+
+def test_bool_arithmetic_that_numpy_rejects():
+    with pytest.raises(TypeError, match="cast"):
+        lt.tensor([True]) - lt.tensor([False])
+    with pytest.raises(TypeError, match="bool"):
+        -lt.tensor([True])
+
+
+def test_negative_sizes():
+    with pytest.raises(ValueError, match="negative size"):
+        lt.zeros(2, -1)

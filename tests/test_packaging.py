@@ -1,0 +1,77 @@
+"""`pip install .` and `pip install -e .` into fresh virtual environments both import all three packages."""
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CHECK = textwrap.dedent("""
+    import importlib, json
+    import lazytensor, lazytensor.runtime, lazytensor.kernels
+    import lazytensor as lt
+    top_level = {}
+    for name in ("runtime", "kernels"):
+        try:
+            importlib.import_module(name)
+            top_level[name] = True
+        except ModuleNotFoundError:
+            top_level[name] = False
+    print(json.dumps({"lazytensor": lazytensor.__file__, "runtime": lazytensor.runtime.__file__,
+                      "kernels": lazytensor.kernels.__file__, "top_level": top_level,
+                      "value": lt.ones(3).sum().item()}))
+""")
+
+
+def _copy_sources(dst):
+    ignore = shutil.ignore_patterns(".git", "build", "*.egg-info", "__pycache__", ".hypothesis", ".venv",
+                                    ".pytest_cache", ".whl")
+    shutil.copytree(REPO, dst, ignore=ignore)
+    return dst
+
+
+def _fresh_venv(path):
+    """A venv with no packages of its own; the test environment's site-packages supply the dependencies."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
+    python = path / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    own_site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                              check=True, capture_output=True, text=True).stdout.strip()
+    # A plain path entry (not a site dir), so the test environment's own install of lazytensor is not seen.
+    Path(own_site, "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return python, Path(own_site)
+
+
+def _install_and_check(tmp_path, editable):
+    src = _copy_sources(tmp_path / "src")
+    python, site = _fresh_venv(tmp_path / "venv")
+    cmd = [str(python), "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index", "-q"]
+    cmd += ["-e", str(src)] if editable else [str(src)]
+    subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=tmp_path)
+    out = subprocess.run([str(python), "-c", CHECK], check=True, capture_output=True, text=True,
+                         cwd=tmp_path)
+    import json
+    return src, site, json.loads(out.stdout)
+
+
+@pytest.mark.slow
+def test_pip_install_into_a_fresh_venv_imports_all_three_packages(tmp_path):
+    src, site, info = _install_and_check(tmp_path, editable=False)
+    for name in ("lazytensor", "runtime", "kernels"):
+        assert Path(info[name]).is_relative_to(site), info
+    assert Path(info["runtime"]).parent == site / "lazytensor" / "runtime"
+    assert info["top_level"] == {"runtime": False, "kernels": False}
+    assert info["value"] == 3.0
+
+
+@pytest.mark.slow
+def test_editable_install_maps_runtime_and_kernels_into_lazytensor(tmp_path):
+    src, site, info = _install_and_check(tmp_path, editable=True)
+    assert Path(info["lazytensor"]) == src / "lazytensor" / "__init__.py"
+    assert Path(info["runtime"]) == src / "runtime" / "__init__.py"
+    assert Path(info["kernels"]) == src / "kernels" / "__init__.py"
+    assert info["top_level"] == {"runtime": False, "kernels": False}
+    assert info["value"] == 3.0
