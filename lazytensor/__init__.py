@@ -19,6 +19,8 @@ from .indexing import gather, index_select, masked_fill, narrow, take_along_axis
 from .activations import log_softmax, softmax
 from .graph_view import graph
 from .evaluation import counters, realize, reset_counters
+from .device_api import (clear_transfer_log, devices, get_device, memory_budget, profile, residency_stats,
+                         set_device, set_memory_budget, transfer_log)
 
 globals().update(_UN)
 globals().update(_BIN)

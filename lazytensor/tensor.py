@@ -69,6 +69,12 @@ class Tensor:
         return Residency.PENDING if buf is None else buf.state
 
     @property
+    def device(self):
+        """Where the value lives: the device's name if it holds a copy, else "cpu"."""
+        buf = self._node.buffer
+        return buf.backend.name if buf is not None and buf.on_device else "cpu"
+
+    @property
     def is_realized(self):
         return self._node.buffer is not None
 

@@ -1,45 +1,64 @@
 """Host reads and host writes: the only places a value crosses to the user's side.
 
-A read realizes the node and returns its host array. A write produces a new node holding the new value,
-so tensors derived from the old node keep the old value (value semantics).
+A read realizes the node and, if only a device holds the value, downloads it once (state BOTH, so
+further reads are free). A write brings a device-only value back first, then makes the device forget
+its copy; tensors derived from the old value keep it (value semantics).
 """
 import numpy as np
 
+from . import copies
 from .counters import COUNTERS
 from .graph import Node
 from .residency import Buffer
 from .scheduler import realize
 
 
+def _on_host(node, reason):
+    realize([node])
+    buf = node.buffer
+    if not buf.on_host:
+        copies.download(buf, reason)
+    return buf
+
+
 def host_array(node, trigger):
     """Realize `node` and return its host array (internal: callers must not write into it)."""
-    realize([node])
+    buf = _on_host(node, f"host-read:{trigger}")
     COUNTERS.host_reads[trigger] += 1
-    return node.buffer.host
+    return buf.host
 
 
 def export_array(node, trigger):
     """Realize `node` and return a read-only view of its value for the user."""
-    realize([node])
+    buf = _on_host(node, f"host-read:{trigger}")
     COUNTERS.host_reads[trigger] += 1
-    return node.buffer.share_host()
+    return buf.share_host()
+
+
+def peek_host(node):
+    """The host array of an already realized node, without realizing or counting a read; else None."""
+    buf = node.buffer
+    return buf.host if buf is not None and buf.on_host else None
 
 
 def data_node(array, exclusive):
     """A realized leaf holding `array` on the host."""
-    return Node("data", (), {}, array.shape, array.dtype, Buffer.on_host(array, exclusive))
+    node = Node("data", (), {}, array.shape, array.dtype)
+    node.buffer = Buffer(node.id, "data", array.shape, array.dtype).set_host_result(array, exclusive)
+    return node
 
 
 def write_items(node, key, value, trigger="setitem"):
     """`node[key] = value` on the host. Returns the node that now holds the result (maybe `node`)."""
-    realize([node])
+    buf = _on_host(node, trigger)
     COUNTERS.host_writes[trigger] += 1
-    buf = node.buffer
     if node.used:
         # Someone derived a value from this node: leave it alone and write into a fresh copy.
         target = np.array(buf.host, copy=True)
         target[key] = value
         return data_node(target, exclusive=True)
+    if buf.on_device:
+        buf.backend.memory.forget(buf)  # the host copy is about to change: the device copy is stale
     buf.writable_host()[key] = value
     return node
 
@@ -48,9 +67,3 @@ def replace_value(array, trigger):
     """A whole-tensor host write (fill_, copy_ from host data): a new node holding `array`."""
     COUNTERS.host_writes[trigger] += 1
     return data_node(array, exclusive=True)
-
-
-def peek_host(node):
-    """The host array of an already realized node, without realizing or counting a read; else None."""
-    buf = node.buffer
-    return None if buf is None else buf.host

@@ -1,7 +1,7 @@
-"""Where a realized node's value lives. One function per state transition.
+"""Where a realized node's value lives. One method per state transition; illegal transitions assert.
 
 A node without a Buffer is PENDING. A Buffer is HOST (a host array only), DEVICE (a device copy only),
-or BOTH (equal copies on each side).
+or BOTH (equal copies on each side). A device result has no host array until its first host read.
 """
 import enum
 
@@ -15,34 +15,69 @@ class Residency(enum.Enum):
     BOTH = "both"
 
 
+HOST, DEVICE, BOTH = Residency.HOST, Residency.DEVICE, Residency.BOTH
+
+
 class Buffer:
-    """A realized value: a host array and/or a device allocation, with the residency state they imply.
+    """A realized value: a host array and/or a device block, with the residency state they imply.
 
     `host_exclusive` is True when nothing else can see the host array's memory, so a host write may
-    modify it in place.
+    modify it in place. `node_id`/`op` name the value in transfer records.
     """
 
-    __slots__ = ("host", "device", "backend", "state", "host_exclusive")
+    __slots__ = ("host", "device", "backend", "state", "host_exclusive", "node_id", "op", "shape", "dtype",
+                 "__weakref__")
 
-    def __init__(self):
+    def __init__(self, node_id, op, shape, dtype):
         self.host = None
         self.device = None
         self.backend = None
         self.state = Residency.PENDING
         self.host_exclusive = False
+        self.node_id, self.op, self.shape, self.dtype = node_id, op, tuple(shape), np.dtype(dtype)
 
-    @classmethod
-    def on_host(cls, array, exclusive):
+    @property
+    def nbytes(self):
+        n = self.dtype.itemsize
+        for d in self.shape:
+            n *= d
+        return n
+
+    # ---- PENDING -> ... -------------------------------------------------------------------------
+    def set_host_result(self, array, exclusive):
         """PENDING -> HOST: a value computed on (or given from) the host."""
-        buf = cls()
-        buf.host = array
-        buf.host_exclusive = bool(exclusive)
-        buf.state = Residency.HOST
-        return buf
+        assert self.state is Residency.PENDING, self.state
+        self.host, self.host_exclusive, self.state = array, bool(exclusive), HOST
+        return self
 
+    def set_device_result(self, block, backend):
+        """PENDING -> DEVICE: a value computed on a device; no host array exists yet."""
+        assert self.state is Residency.PENDING, self.state
+        self.device, self.backend, self.state = block, backend, DEVICE
+        return self
+
+    # ---- copies -----------------------------------------------------------------------------------
+    def add_device_copy(self, block, backend):
+        """HOST -> BOTH: an upload finished."""
+        assert self.state is HOST, self.state
+        self.device, self.backend, self.state = block, backend, BOTH
+
+    def add_host_copy(self, array):
+        """DEVICE -> BOTH: a download finished."""
+        assert self.state is DEVICE, self.state
+        self.host, self.host_exclusive, self.state = array, True, BOTH
+
+    def drop_device_copy(self):
+        """BOTH -> HOST: forget the device copy (eviction after download, or a host write). Returns it."""
+        assert self.state is BOTH, self.state
+        block, backend = self.device, self.backend
+        self.device, self.backend, self.state = None, None, HOST
+        return block, backend
+
+    # ---- host side ---------------------------------------------------------------------------------
     def share_host(self):
-        """Hand the host array out (a view for the user): from now on writes must copy first."""
-        assert self.state in (Residency.HOST, Residency.BOTH), self.state
+        """Hand the host array out (a read-only view for the user): from now on writes must copy first."""
+        assert self.state in (HOST, BOTH), self.state
         self.host_exclusive = False
         view = self.host.view()
         view.flags.writeable = False
@@ -50,8 +85,16 @@ class Buffer:
 
     def writable_host(self):
         """The host array, copied first unless this buffer owns it exclusively. HOST state only."""
-        assert self.state is Residency.HOST, self.state
+        assert self.state is HOST, self.state
         if not (self.host_exclusive and self.host.flags.writeable):
             self.host = np.array(self.host, copy=True)
             self.host_exclusive = True
         return self.host
+
+    @property
+    def on_host(self):
+        return self.state in (HOST, BOTH)
+
+    @property
+    def on_device(self):
+        return self.state in (DEVICE, BOTH)

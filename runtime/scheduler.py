@@ -1,17 +1,16 @@
-"""realize(): order the pending subgraph, run each node on the first backend that accepts it, cut inputs."""
+"""realize(): order the pending subgraph, run each node on the first backend that accepts it, cut inputs.
+
+Operands are uploaded only when they are not already resident where the kernel runs; results stay
+where they were computed. A device that cannot get memory for a kernel passes it down the chain.
+"""
 import numpy as np
 
-from .backends import NumpyBackend
+from . import copies, devices
 from .counters import COUNTERS
 from .graph import pending_order
+from .policy import is_param
 from .residency import Buffer
-
-_CHAIN = [NumpyBackend()]
-
-
-def backend_chain():
-    """The backends tried for each kernel, in order; the last one always accepts."""
-    return list(_CHAIN)
+from .transfers import LOG, now
 
 
 def _exclusive(out, args):
@@ -26,14 +25,85 @@ def realize(roots):
     if not order:
         return 0
     COUNTERS.realizations += 1
+    chain = devices.chain()
     for i in range(len(order)):
         node = order[i]
         # Release our reference so an intermediate is freed as soon as its last consumer has run.
         order[i] = None
-        args = [inp.buffer.host for inp in node.inputs]
-        backend = next(b for b in _CHAIN if b.accepts(node, node.inputs))
-        out = backend.launch(node, args)
-        node.buffer = Buffer.on_host(out, _exclusive(out, args))
+        node.buffer = _run(node, chain)
         node.inputs = ()
         COUNTERS.kernels += 1
     return len(order)
+
+
+def _run(node, chain):
+    operands = [inp.buffer for inp in node.inputs]
+    for backend in chain:
+        if not backend.accepts(node, operands):
+            continue
+        start = now()
+        buf = _run_on_host(node, operands, backend) if backend.is_host else \
+            _run_on_device(node, operands, backend)
+        if buf is not None:
+            if LOG.profiling:
+                backend.synchronize()
+                LOG.kernel(node, backend.name, start, now() - start)
+            return buf
+    raise AssertionError(f"no backend accepted {node}")  # the last host backend accepts everything
+
+
+def _run_on_host(node, operands, backend):
+    for b in operands:
+        if not b.on_host:
+            copies.download(b, "host-kernel")
+    args = [b.host for b in operands]
+    out = backend.launch(node, args)
+    return Buffer(node.id, node.op, node.shape, node.dtype).set_host_result(out, _exclusive(out, args))
+
+
+def _run_on_device(node, operands, backend):
+    """Run on a device; None if it cannot get the memory (the caller moves on down the chain)."""
+    memory = backend.memory
+    with memory.pinning(operands):
+        # The result's block first: if even that cannot be had, nothing is uploaded in vain.
+        out = memory.allocate(node.nbytes)
+        if out is None:
+            return None
+        try:
+            args = _device_operands(operands, backend)
+            if args is None:
+                memory.give_back(out, node.nbytes)
+                return None
+            backend.launch(node, args, out)
+        except BaseException:
+            memory.give_back(out, node.nbytes)
+            raise
+    buf = Buffer(node.id, node.op, node.shape, node.dtype).set_device_result(out, backend)
+    memory.register(buf)
+    return buf
+
+
+def _device_operands(operands, backend):
+    """Device views of the operands, uploading those not resident here; None if memory runs out."""
+    memory = backend.memory
+    args = []
+    for b in operands:
+        if is_param(b):
+            args.append(b.host)
+            continue
+        if b.on_device and b.backend is backend:
+            LOG.hit(backend.name)
+            memory.touch(b)
+        else:
+            LOG.miss(backend.name)
+            if b.on_device:  # resident on another device: bring it through the host
+                if not b.on_host:
+                    copies.download(b, "device-switch")
+                b.backend.memory.forget(b)
+            block = memory.allocate(b.nbytes)
+            if block is None:
+                return None
+            copies.upload(b, block, backend)
+            memory.register(b)
+        args.append(backend.view(b.device, b.shape, b.dtype))
+    return args

@@ -14,11 +14,29 @@ settings.load_profile("ci" if os.environ.get("CI") else "default")
 
 
 @pytest.fixture(autouse=True)
-def _fresh_counters():
+def _fresh_engine():
+    """Every test starts on the device the environment selects (LAZYTENSOR_DEVICE), with empty logs."""
+    lt.runtime.memory.set_budget_override(None)
+    lt.set_device(os.environ.get("LAZYTENSOR_DEVICE", "auto"))
     lt.reset_counters()
+    lt.clear_transfer_log()
     yield
+    lt.set_device(os.environ.get("LAZYTENSOR_DEVICE", "auto"))
 
 
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+@pytest.fixture
+def virtual():
+    """Switch to a fresh virtual device; call it with memory=/budget=/offload= to size it."""
+    def start(memory="256MB", budget=None, offload="policy"):
+        lt.set_device("virtual", memory=memory, offload=offload)
+        if budget is not None:
+            lt.set_memory_budget(budget)
+        lt.clear_transfer_log()
+        lt.reset_counters()
+        return lt.runtime.devices.active_device()
+    yield start

@@ -1,0 +1,82 @@
+"""Devices, memory budgets, the transfer log, residency stats and profiles, for the user."""
+import gc
+
+from .runtime import devices as _devices
+from .runtime.memory import parse_bytes, set_budget_override
+from .runtime.profile import Profile
+from .runtime.residency import Residency
+from .runtime.transfers import LOG
+from .tensor import Tensor
+
+
+def set_device(name="auto", **options):
+    """Run later work on `name` (auto, cuda, metal, virtual, cpu). Returns the device that will run it.
+
+    A missing device prints one line on stderr and the CPU runs instead. The virtual device takes
+    `memory=` (bytes or a string like "256MB") for the size of its arena.
+    """
+    return _devices.select(name, **options)
+
+
+def get_device():
+    """The name of the active device ("cpu" when everything runs on the host)."""
+    return _devices.active_name()
+
+
+def devices():
+    """Every backend, whether it is available here and why (not), and which one is active."""
+    return _devices.describe()
+
+
+def set_memory_budget(budget):
+    """Cap the bytes resident on the device (int, or a string like "512MB"/"2GiB"); evicts down to it now."""
+    nbytes = parse_bytes(budget)
+    set_budget_override(nbytes)
+    device = _devices.active_device()
+    if device is not None:
+        device.memory.set_budget(nbytes)
+    return nbytes
+
+
+def memory_budget():
+    """The active device's budget in bytes, or None on the CPU."""
+    device = _devices.active_device()
+    return None if device is None else device.memory.budget
+
+
+def transfer_log():
+    """Every copy between host and device so far, oldest first (see runtime.transfers.Transfer)."""
+    return list(LOG.records)
+
+
+def clear_transfer_log():
+    """Start a new transfer log (and zero the operand hit/miss counters)."""
+    LOG.clear()
+
+
+def _tensors_by_state():
+    counts = {state.value: 0 for state in Residency}
+    for obj in gc.get_objects():
+        if type(obj) is Tensor:
+            counts[obj.residency.value] += 1
+    return counts
+
+
+def residency_stats():
+    """Bytes resident now and at peak per device, budget, copies each way, evictions, hits, tensors per state."""
+    stats = LOG.totals()
+    per_device = {d.name: d.memory.stats() for d in _devices.all_devices()}
+    stats.update({
+        "devices": per_device,
+        "evictions": sum(d["evictions"] for d in per_device.values()),
+        "operand_hits": sum(LOG.operand_hits.values()),
+        "operand_misses": sum(LOG.operand_misses.values()),
+        "tensors": _tensors_by_state(),
+    })
+    return stats
+
+
+def profile():
+    """`with lt.profile() as p:` scopes the transfer log and stats to the block; then p.summary(),
+    p.to_json(path), p.to_chrome_trace(path)."""
+    return Profile()

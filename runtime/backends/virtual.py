@@ -1,0 +1,84 @@
+"""The virtual device: a bounded memory arena in host RAM with its own allocator.
+
+Uploads and downloads are real copies across the arena boundary and the reference kernels run on arena
+buffers, so the residency engine (budget, eviction, transfer log) runs on machines with no accelerator.
+It is a test and rehearsal device, not acceleration: everything it does costs more than the CPU path.
+"""
+import os
+import time
+import weakref
+
+import numpy as np
+
+from ...kernels.reference import KERNELS
+from ..memory import DeviceMemory, PinnedPool, parse_bytes
+from ..policy import CUDA_THRESHOLDS, accepts
+from .arena import Arena
+from .base import Backend
+
+DEFAULT_CAPACITY = 2 ** 30
+
+
+class VirtualBlock:
+    """A byte range of the arena."""
+    __slots__ = ("start", "size")
+
+    def __init__(self, start, size):
+        self.start, self.size = start, size
+
+
+class VirtualDevice(Backend):
+    """A simulated device: separate arena memory, real copies, the CUDA offload policy."""
+
+    name = "virtual"
+    is_host = False
+    thresholds = CUDA_THRESHOLDS  # so a virtual run rehearses a CUDA run's transfers
+
+    def __init__(self, memory=None, offload=None):
+        if memory is None:
+            memory = os.environ.get("LAZYTENSOR_VIRTUAL_MEMORY", DEFAULT_CAPACITY)
+        # "policy" (default): the CUDA thresholds decide; "always": every kernel runs here (for tests
+        # that push every op through uploads, residency and downloads).
+        self.offload = (offload or os.environ.get("LAZYTENSOR_VIRTUAL_OFFLOAD") or "policy").lower()
+        if self.offload not in ("policy", "always"):
+            raise ValueError(f"virtual device: offload must be 'policy' or 'always', got {self.offload!r}")
+        self.capacity = parse_bytes(memory)
+        self._bytes = np.empty(self.capacity, np.uint8)  # untouched pages cost nothing until used
+        self.arena = Arena(self.capacity)
+        self.pinned_pool = PinnedPool(lambda n: np.empty(n, np.uint8))
+        self.gemv_offers = weakref.WeakValueDictionary()  # matrices offered once (see policy)
+        self.memory = DeviceMemory(self)
+
+    def raw_alloc(self, size):
+        start, size = self.arena.alloc(size)
+        return VirtualBlock(start, size)
+
+    def raw_free(self, block):
+        self.arena.free(block.start, block.size)
+
+    def view(self, block, shape, dtype):
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        return self._bytes[block.start:block.start + nbytes].view(dtype).reshape(shape)
+
+    def upload(self, block, host):
+        t0 = time.perf_counter()
+        np.copyto(self.view(block, host.shape, host.dtype), host)
+        return time.perf_counter() - t0
+
+    def download(self, block, out):
+        t0 = time.perf_counter()
+        np.copyto(out, self.view(block, out.shape, out.dtype))
+        return time.perf_counter() - t0
+
+    def accepts(self, node, operands):
+        if node.op not in KERNELS:
+            return False
+        return self.offload == "always" or accepts(self, node, operands)
+
+    def launch(self, node, args, out_block):
+        result = KERNELS[node.op](node.attrs, *args)
+        np.copyto(self.view(out_block, node.shape, node.dtype), result)
+
+    def mem_info(self):
+        return self.arena.free_bytes, self.capacity

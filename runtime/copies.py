@@ -1,0 +1,20 @@
+"""Moving one buffer across the host/device boundary, with its transfer record."""
+from .transfers import LOG, now
+
+
+def upload(buf, block, backend, reason="operand-upload"):
+    """HOST -> BOTH: copy `buf`'s host array into `block` on `backend`."""
+    start = now()
+    measured = backend.upload(block, buf.host)
+    buf.add_device_copy(block, backend)
+    LOG.record("h2d", buf, reason, backend.name, start, measured if measured is not None else now() - start)
+
+
+def download(buf, reason):
+    """DEVICE -> BOTH: copy `buf`'s device value into a host array from the backend's pinned pool."""
+    backend = buf.backend
+    host = backend.pinned_pool.take(buf.shape, buf.dtype)
+    start = now()
+    measured = backend.download(buf.device, host)
+    buf.add_host_copy(host)
+    LOG.record("d2h", buf, reason, backend.name, start, measured if measured is not None else now() - start)

@@ -1,0 +1,257 @@
+"""Device memory: a caching allocator (size buckets), a budget, an LRU evictor that downloads before it
+frees, weakref finalizers that free a dropped value's device copy, and the pinned staging pool."""
+import collections
+import contextlib
+import gc
+import os
+import re
+import sys
+import weakref
+
+import numpy as np
+
+from .backends.arena import OutOfDeviceMemory
+from . import copies
+
+_UNITS = {"": 1, "b": 1, "kb": 10 ** 3, "mb": 10 ** 6, "gb": 10 ** 9, "tb": 10 ** 12,
+          "k": 2 ** 10, "m": 2 ** 20, "g": 2 ** 30, "kib": 2 ** 10, "mib": 2 ** 20, "gib": 2 ** 30,
+          "tib": 2 ** 40}
+
+
+def parse_bytes(value):
+    """512MB, 1.5GiB, 64k, 1000000 -> bytes (KB/MB/GB are powers of 1000; K/M/G and KiB/MiB/GiB of 1024)."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        n = int(value)
+    else:
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(value))
+        if not m or m.group(2).lower() not in _UNITS:
+            raise ValueError(f"cannot read {value!r} as a number of bytes; use e.g. 512MB, 2GiB or 1048576")
+        n = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    if n < 0:
+        raise ValueError(f"a memory size cannot be negative, got {value!r}")
+    return n
+
+
+def bucket(nbytes):
+    """The size class a request is served from: multiples of 512 B below 1 MiB, of 1 MiB above."""
+    if nbytes < 2 ** 20:
+        return max(512, -(-nbytes // 512) * 512)
+    return -(-nbytes // 2 ** 20) * 2 ** 20
+
+
+# A budget set with lt.set_memory_budget() before a device starts applies to it when it starts.
+_budget_override = None
+
+
+def set_budget_override(nbytes):
+    global _budget_override
+    _budget_override = nbytes
+
+
+def default_budget(free_bytes):
+    """LAZYTENSOR_MEMORY_BUDGET, else a budget set earlier, else a quarter of the device's free memory."""
+    if _budget_override is not None:
+        return _budget_override
+    env = os.environ.get("LAZYTENSOR_MEMORY_BUDGET")
+    if env:
+        return parse_bytes(env)
+    return free_bytes // 4
+
+
+class DeviceMemory:
+    """One device's allocations: cached blocks by bucket, resident buffers in LRU order, a byte budget.
+
+    Resident bytes (the bucket sizes of live device copies) never exceed the budget: a request that
+    would exceed it evicts least-recently-used unpinned buffers first (downloading device-only ones).
+    `allocate` returns None when nothing more can be done; the caller then runs the kernel elsewhere.
+    """
+
+    def __init__(self, backend):
+        self.backend = backend
+        self._cache = collections.defaultdict(list)
+        self.cached_bytes = 0
+        self._lru = collections.OrderedDict()   # id(buffer) -> (weakref, finalizer, size)
+        self._pinned = collections.Counter()
+        self.resident_bytes = 0
+        self.peak_bytes = 0
+        self._scope_peaks = []
+        self.evictions = 0
+        self.evicted_bytes = 0
+        self.memory_fallbacks = 0  # requests refused (budget or device full): the kernel ran elsewhere
+        self.budget = default_budget(backend.mem_info()[0])
+
+    # ---- budget ---------------------------------------------------------------------------------
+    def set_budget(self, nbytes):
+        """Change the budget; evicts at once down to it (downloading what only the device holds)."""
+        self.budget = int(nbytes)
+        while self.resident_bytes > self.budget and self._evict_one():
+            pass
+
+    # ---- allocation -------------------------------------------------------------------------------
+    def allocate(self, nbytes):
+        """A device block for `nbytes`, within the budget; None if it cannot be had (see class doc)."""
+        size = bucket(nbytes)
+        block = self._allocate(size)
+        if block is None:
+            self.memory_fallbacks += 1
+        else:
+            self._add_resident(size)
+        return block
+
+    def _allocate(self, size):
+        if size > self.budget:
+            return None
+        while self.resident_bytes + size > self.budget:
+            if not self._evict_one():
+                return None
+        if self._cache[size]:
+            self.cached_bytes -= size
+            return self._cache[size].pop()
+        return self._raw_alloc(size)
+
+    def _raw_alloc(self, size):
+        """The out-of-memory ladder: try; free the cache; evict one LRU buffer at a time; gc; give up."""
+        def attempt():
+            try:
+                return self.backend.raw_alloc(size)
+            except OutOfDeviceMemory:
+                return None
+        block = attempt()
+        if block is None:
+            self.free_cache()
+            block = attempt()
+        while block is None and self._evict_one():
+            self.free_cache()
+            block = attempt()
+        if block is None:
+            gc.collect()  # finalizers of dropped tensors return their blocks
+            self.free_cache()
+            block = attempt()
+        return block
+
+    def free_cache(self):
+        """Return every cached block to the device."""
+        for size, blocks in self._cache.items():
+            for block in blocks:
+                self.backend.raw_free(block)
+            self.cached_bytes -= size * len(blocks)
+            blocks.clear()
+
+    def _add_resident(self, size):
+        self.resident_bytes += size
+        self.peak_bytes = max(self.peak_bytes, self.resident_bytes)
+        for scope in self._scope_peaks:
+            scope[0] = max(scope[0], self.resident_bytes)
+
+    def _release_block(self, block, size):
+        self.resident_bytes -= size
+        self._cache[size].append(block)
+        self.cached_bytes += size
+
+    def give_back(self, block, nbytes):
+        """Return a block that was allocated but never attached to a buffer (a failed launch)."""
+        self._release_block(block, bucket(nbytes))
+
+    # ---- resident buffers ----------------------------------------------------------------------------
+    def register(self, buf):
+        """Track `buf`'s device copy: LRU position, and a finalizer that frees it when `buf` dies."""
+        key = id(buf)
+        size = bucket(buf.nbytes)
+        fin = weakref.finalize(buf, self._on_buffer_death, key, buf.device, size)
+        fin.atexit = False
+        self._lru[key] = (weakref.ref(buf), fin, size)
+
+    def _on_buffer_death(self, key, block, size):
+        if self._lru.pop(key, None) is not None:
+            self._release_block(block, size)
+
+    def touch(self, buf):
+        """Mark `buf` as just used (most recently used end of the LRU order)."""
+        if id(buf) in self._lru:
+            self._lru.move_to_end(id(buf))
+
+    def forget(self, buf):
+        """Drop `buf`'s device copy (BOTH -> HOST) and free its block, e.g. before a host write."""
+        entry = self._lru.pop(id(buf))
+        entry[1].detach()
+        block, _ = buf.drop_device_copy()
+        self._release_block(block, entry[2])
+
+    @contextlib.contextmanager
+    def pinning(self, buffers):
+        """Keep `buffers` from being evicted inside the block (the operands of the kernel being run)."""
+        keys = [id(b) for b in buffers]
+        self._pinned.update(keys)
+        try:
+            yield
+        finally:
+            self._pinned.subtract(keys)
+
+    def _evict_one(self):
+        """Evict the least recently used unpinned buffer (download first if only the device has it)."""
+        for key in list(self._lru):
+            if self._pinned[key] > 0 or key not in self._lru:
+                continue
+            buf = self._lru[key][0]()
+            if buf is None:
+                continue
+            if not buf.on_host:
+                copies.download(buf, "eviction")
+            self.forget(buf)
+            self.evictions += 1
+            self.evicted_bytes += buf.nbytes
+            return True
+        return False
+
+    @contextlib.contextmanager
+    def watch_peak(self):
+        """Yields a one-element list that holds the peak resident bytes seen inside the block."""
+        scope = [self.resident_bytes]
+        self._scope_peaks.append(scope)
+        try:
+            yield scope
+        finally:
+            self._scope_peaks.remove(scope)
+
+    def stats(self):
+        free, total = self.backend.mem_info()
+        return {"bytes_resident": self.resident_bytes, "peak_bytes": self.peak_bytes, "budget": self.budget,
+                "cached_bytes": self.cached_bytes, "buffers_resident": len(self._lru),
+                "evictions": self.evictions, "evicted_bytes": self.evicted_bytes,
+                "memory_fallbacks": self.memory_fallbacks, "device_free": free, "device_total": total}
+
+
+class PinnedPool:
+    """Reusable host blocks for downloads (page-locked where the backend can allocate such memory).
+
+    A download's host array is a view of a pooled block, so a value read on the host needs no fresh
+    allocation. A block is free again once no array views it (CPython reference counts tell).
+    """
+
+    def __init__(self, alloc, cap_bytes=256 * 2 ** 20):
+        self._alloc = alloc
+        self._blocks = collections.defaultdict(list)
+        self.cap_bytes = cap_bytes
+        self.pooled_bytes = 0
+        self.reuses = 0
+        probe = [np.empty(1, np.uint8)]
+        for raw in probe:
+            self._free_refs = sys.getrefcount(raw)  # the list's reference, the loop's and the call's
+
+    def take(self, shape, dtype):
+        """A host array of `shape`/`dtype` backed by a pooled block (a fresh array past the cap)."""
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if nbytes == 0:
+            return np.empty(shape, dtype)
+        size = max(4096, 1 << (nbytes - 1).bit_length())
+        for raw in self._blocks[size]:
+            if sys.getrefcount(raw) == self._free_refs:
+                self.reuses += 1
+                return raw[:nbytes].view(dtype).reshape(shape)
+        if self.pooled_bytes + size > self.cap_bytes:
+            return np.empty(shape, dtype)
+        raw = self._alloc(size)
+        self._blocks[size].append(raw)
+        self.pooled_bytes += size
+        return raw[:nbytes].view(dtype).reshape(shape)

@@ -1,0 +1,95 @@
+"""The offload policy: which kernels a device accepts, by op family and size, with one table per backend.
+
+A device round trip costs microseconds however little it carries, so small work stays on the CPU.
+Operands already resident on the device make any size a member (the alternative is a download).
+Declining is not an error: the kernel runs on the next backend of the chain.
+
+The CUDA values are the seed system's measurements (../shared/SEED-NOTES.md, NVIDIA GB10) and still
+have to be re-measured on our own hardware; the virtual device uses the CUDA table so that its
+transfer log rehearses a CUDA run. Metal's values are the seed's where it gives them; `fill` and the
+reduction limits are not measured for Metal and are scaled by its ~5x higher round trip.
+"""
+from .opset import REDUCE_OPS, TRANSCENDENTAL_OPS
+
+CUDA_THRESHOLDS = {
+    "matmul": 131072,          # n*m*p (batch*n*m*p for stacked products), ~51^3
+    "gemv": 131072,            # rows*cols of a matrix-vector product's matrix, once it is resident
+    "transcendental": 16384,   # elements of exp/log/tanh/... and what is built on them
+    "broadcast": 32768,        # result elements of broadcasting binary ops, expands, axis-list transposes
+    "reduce_input": 131072,    # input elements of an axis reduction ...
+    "reduce_slices": 256,      # ... and its number of output slices
+    "fill": 8192,              # elements generated on the device (RNG fills, full/arange/linspace/eye)
+}
+METAL_THRESHOLDS = {
+    "matmul": 4194304, "gemv": 2097152, "transcendental": 131072, "broadcast": 262144,
+    "reduce_input": 655360, "reduce_slices": 1280, "fill": 40960,
+}
+
+FILL_OPS = frozenset({"full", "arange", "linspace", "eye"})
+_BINARY_SHAPED = frozenset({"add", "sub", "mul", "div", "floordiv", "mod", "pow", "maximum", "minimum",
+                            "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
+                            "where"})
+
+
+def is_param(buf):
+    """A 0-d value already on the host travels as a kernel parameter, not as a copy."""
+    return buf.shape == () and buf.on_host
+
+
+def family(node, operands):
+    """The op family whose threshold applies: matmul, gemv, transcendental, broadcast, reduce, fill, copy."""
+    op = node.op
+    if op == "matmul":
+        ranks = sorted((len(operands[0].shape), len(operands[1].shape)))
+        return "gemv" if ranks == [1, 2] else "matmul"
+    if op in TRANSCENDENTAL_OPS:
+        return "transcendental"
+    if op in REDUCE_OPS:
+        return "reduce"
+    if op in FILL_OPS:
+        return "fill"
+    if op in ("permute", "expand"):
+        return "broadcast"
+    if op in _BINARY_SHAPED and len({b.shape for b in operands if not is_param(b)}) > 1:
+        return "broadcast"
+    return "copy"
+
+
+def _matmul_work(node, operands):
+    a = operands[0].shape
+    k = a[-1]
+    return node.size * k
+
+
+def _gemv(backend, node, operands, limit):
+    matrix = operands[0] if len(operands[0].shape) == 2 else operands[1]
+    if matrix.on_device and matrix.backend is backend:
+        return True
+    rows_cols = matrix.shape[0] * matrix.shape[1]
+    if rows_cols < limit:
+        return False
+    # First offer: remember the matrix and decline; a second offer of the same (unchanged) value
+    # transfers it, after which later calls pay only for the vector.
+    if backend.gemv_offers.get(id(matrix)) is matrix:
+        return True
+    backend.gemv_offers[id(matrix)] = matrix
+    return False
+
+
+def accepts(backend, node, operands):
+    """Whether `backend` (a device) should run `node`, given its operands' buffers."""
+    table = backend.thresholds
+    data = [b for b in operands if not is_param(b)]
+    if data and all(b.on_device and b.backend is backend for b in data):
+        return True
+    fam = family(node, operands)
+    if fam == "copy":
+        return False
+    if fam == "matmul":
+        return _matmul_work(node, operands) >= table["matmul"]
+    if fam == "gemv":
+        return _gemv(backend, node, operands, table["gemv"])
+    if fam == "reduce":
+        return operands[0].nbytes // operands[0].dtype.itemsize >= table["reduce_input"] and \
+            node.size >= table["reduce_slices"]
+    return node.size >= table[fam]

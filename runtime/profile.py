@@ -1,0 +1,128 @@
+"""Scoping the transfer log and residency stats to a block: `with lt.profile() as p:`.
+
+A profile shows the copies and kernels of its block, the stats they add up to, a readable table, a JSON
+dump, and a Chrome/Perfetto trace.
+"""
+import contextlib
+import dataclasses
+import json
+import sys
+
+from . import devices
+from .transfers import LOG
+
+
+def _device_counters():
+    out = {}
+    for d in devices.all_devices():
+        m = d.memory
+        out[d.name] = (m.evictions, m.evicted_bytes, m.memory_fallbacks)
+    return out
+
+
+class Profile:
+    """The copies, kernel launches and stats of one `with` block."""
+
+    def __init__(self):
+        self.transfers, self.kernels, self.stats = [], [], {}
+        self._stack = None
+
+    def __enter__(self):
+        self._t0 = len(LOG.records)
+        self._k0 = len(LOG.kernels)
+        self._hits = dict(LOG.operand_hits)
+        self._misses = dict(LOG.operand_misses)
+        self._dev = _device_counters()
+        self._stack = contextlib.ExitStack()
+        self._peaks = {d.name: self._stack.enter_context(d.memory.watch_peak()) for d in devices.all_devices()}
+        LOG.profiling += 1
+        return self
+
+    def __exit__(self, *exc):
+        LOG.profiling -= 1
+        self.transfers = LOG.records[self._t0:]
+        self.kernels = LOG.kernels[self._k0:]
+        if not LOG.profiling:
+            del LOG.kernels[:]  # kernel records exist only for profiles
+        stats = LOG.totals(self.transfers)
+        stats["operand_hits"] = sum(LOG.operand_hits.values()) - sum(self._hits.values())
+        stats["operand_misses"] = sum(LOG.operand_misses.values()) - sum(self._misses.values())
+        per_device = {}
+        for d in devices.all_devices():
+            e0, b0, o0 = self._dev.get(d.name, (0, 0, 0))
+            m = d.memory
+            per_device[d.name] = {"evictions": m.evictions - e0, "evicted_bytes": m.evicted_bytes - b0,
+                                  "memory_fallbacks": m.memory_fallbacks - o0,
+                                  "peak_bytes": self._peaks[d.name][0] if d.name in self._peaks else
+                                  m.peak_bytes, "bytes_resident": m.resident_bytes, "budget": m.budget}
+        stats["evictions"] = sum(v["evictions"] for v in per_device.values())
+        stats["devices"] = per_device
+        stats["kernels"] = len(self.kernels)
+        by_backend = {}
+        for k in self.kernels:
+            by_backend[k.backend] = by_backend.get(k.backend, 0) + 1
+        stats["kernels_by_backend"] = by_backend
+        self.stats = stats
+        self._stack.close()
+        return False
+
+    def summary(self, file=None):
+        """Print (to `file`, default stdout) and return a table of copies by reason, kernels, and stats."""
+        s = self.stats
+        lines = ["transfers", f"  {'direction':<9} {'reason':<24} {'count':>7} {'bytes':>14}"]
+        groups = {}
+        for r in self.transfers:
+            g = groups.setdefault((r.direction, r.reason), [0, 0])
+            g[0] += 1
+            g[1] += r.nbytes
+        for (direction, reason), (count, nbytes) in sorted(groups.items()):
+            lines.append(f"  {direction:<9} {reason:<24} {count:>7} {nbytes:>14,}")
+        if not groups:
+            lines.append("  (none)")
+        lines.append(f"  {'total':<34} {s['uploads'] + s['downloads']:>7} "
+                     f"{s['upload_bytes'] + s['download_bytes']:>14,}")
+        lines.append("kernels")
+        for backend, count in sorted(s["kernels_by_backend"].items()):
+            secs = sum(k.duration_s for k in self.kernels if k.backend == backend)
+            lines.append(f"  {backend:<12} {count:>7} launches {secs * 1e3:>10.3f} ms")
+        lines.append(f"operand hits {s['operand_hits']}, misses {s['operand_misses']}, "
+                     f"evictions {s['evictions']}")
+        for name, d in s["devices"].items():
+            lines.append(f"device {name}: peak {d['peak_bytes']:,} B, resident now {d['bytes_resident']:,} B, "
+                         f"budget {d['budget']:,} B, kernels sent elsewhere for memory {d['memory_fallbacks']}")
+        text = "\n".join(lines)
+        print(text, file=file or sys.stdout)
+        return text
+
+    def to_dict(self):
+        return {"stats": self.stats, "transfers": [dataclasses.asdict(r) for r in self.transfers],
+                "kernels": [dataclasses.asdict(k) for k in self.kernels]}
+
+    def to_json(self, path):
+        """Write stats, transfers and kernels as JSON."""
+        with open(path, "w") as f:
+            json.dump(self.to_dict(), f, indent=1)
+
+    def to_chrome_trace(self, path):
+        """Write a Chrome trace (open in Perfetto or chrome://tracing): one lane per backend and for copies."""
+        lanes = {}
+        events = []
+
+        def lane(name):
+            if name not in lanes:
+                lanes[name] = len(lanes) + 1
+                events.append({"ph": "M", "name": "thread_name", "pid": 1, "tid": lanes[name],
+                               "args": {"name": name}})
+            return lanes[name]
+
+        for k in self.kernels:
+            events.append({"ph": "X", "name": k.op, "cat": "kernel", "pid": 1, "tid": lane(f"kernels:{k.backend}"),
+                           "ts": k.start_s * 1e6, "dur": max(k.duration_s * 1e6, 0.001),
+                           "args": {"node": k.node_id, "shape": list(k.shape), "dtype": k.dtype}})
+        for r in self.transfers:
+            events.append({"ph": "X", "name": f"{r.direction} {r.op}", "cat": r.direction, "pid": 1,
+                           "tid": lane(f"copies:{r.device}"), "ts": r.start_s * 1e6,
+                           "dur": max(r.duration_s * 1e6, 0.001),
+                           "args": {"bytes": r.nbytes, "reason": r.reason, "node": r.node_id, "seq": r.seq}})
+        with open(path, "w") as f:
+            json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, f)

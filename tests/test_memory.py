@@ -1,0 +1,62 @@
+"""The arena allocator, the caching allocator's buckets, and the pinned staging pool."""
+import numpy as np
+import pytest
+
+from lazytensor.runtime.backends.arena import Arena, OutOfDeviceMemory
+from lazytensor.runtime.memory import PinnedPool, bucket
+
+
+def test_arena_coalesces_freed_neighbours():
+    a = Arena(4096)
+    blocks = [a.alloc(1024) for _ in range(4)]
+    with pytest.raises(OutOfDeviceMemory, match="no free block of 256 bytes"):
+        a.alloc(1)
+    for start, size in (blocks[1], blocks[0], blocks[3], blocks[2]):
+        a.free(start, size)
+    assert a.alloc(4096) == (0, 4096)
+
+
+def test_arena_is_first_fit_and_reports_fragmentation():
+    a = Arena(3072)
+    b0, b1, b2 = a.alloc(1024), a.alloc(1024), a.alloc(1024)
+    a.free(*b0)
+    a.free(*b2)
+    with pytest.raises(OutOfDeviceMemory, match="2048 bytes free of 3072, fragmented into 2 blocks"):
+        a.alloc(2048)
+    assert a.alloc(512)[0] == 0
+
+
+@pytest.mark.parametrize("n,want", [(0, 512), (1, 512), (512, 512), (513, 1024), (2 ** 20, 2 ** 20),
+                                    (2 ** 20 + 1, 2 ** 21)])
+def test_size_buckets(n, want):
+    assert bucket(n) == want
+
+
+def test_caching_allocator_reuses_a_freed_block_before_allocating(virtual):
+    device = virtual()
+    m = device.memory
+    block = m.allocate(3000)
+    m.give_back(block, 3000)
+    assert m.cached_bytes == bucket(3000)
+    used = device.arena.used
+    again = m.allocate(2900)  # same bucket
+    assert again is block and device.arena.used == used and m.cached_bytes == 0
+
+
+def test_pinned_pool_reuses_a_block_only_once_nothing_views_it():
+    pool = PinnedPool(lambda n: np.empty(n, np.uint8))
+    a = pool.take((100,), np.float32)
+    view = a[10:]
+    del a
+    b = pool.take((100,), np.float32)
+    assert not np.shares_memory(b, view)  # the first block is still seen through `view`
+    del view
+    c = pool.take((50,), np.float64)
+    assert pool.reuses == 1 and c.shape == (50,) and c.dtype == np.float64
+
+
+def test_pinned_pool_past_its_cap_hands_out_plain_arrays():
+    pool = PinnedPool(lambda n: np.empty(n, np.uint8), cap_bytes=4096)
+    keep = [pool.take((1024,), np.float32)]
+    extra = pool.take((1024,), np.float32)
+    assert pool.pooled_bytes == 4096 and extra.base is None and keep
