@@ -18,6 +18,8 @@ from .shape_ops import (broadcast_to, cat, chunk, expand, flatten, permute, resh
 from .indexing import gather, index_select, masked_fill, narrow, take_along_axis, tril, triu
 from .activations import log_softmax, softmax
 from .graph_view import graph
+from .random import (get_rng_state, initial_seed, manual_seed, normal, rand, rand_like, randint, randn,
+                     randn_like, set_rng_state, uniform)
 from .evaluation import counters, realize, reset_counters
 from .device_api import (clear_transfer_log, devices, get_device, memory_budget, profile, residency_stats,
                          set_device, set_memory_budget, transfer_log)

@@ -1,7 +1,7 @@
 """Tensor: the user's handle on a lazy value (a graph node), with PyTorch/NumPy-style methods."""
 import numpy as np
 
-from . import dtypes
+from . import autograd, dtypes
 from .runtime import hostio
 from .runtime.graph import Node
 from .runtime.residency import Residency
@@ -10,18 +10,53 @@ from .runtime.residency import Residency
 class Tensor:
     """A lazy n-dimensional array. Operations build graph nodes; host reads compute and download."""
 
-    __slots__ = ("_node", "__weakref__")
+    __slots__ = ("_node", "requires_grad", "grad", "_grad_fn", "__weakref__")
 
-    def __init__(self, node):
+    def __init__(self, node, requires_grad=False):
         if not isinstance(node, Node):
             raise TypeError("Tensor(...) wraps a graph node; create tensors with lt.tensor(data)")
         self._node = node
+        self.grad = None
+        self._grad_fn = None
+        self.requires_grad = False
+        if requires_grad:
+            self.requires_grad_(True)
 
     @classmethod
     def _from_op(cls, op, inputs, attrs, shape, dtype):
-        """Build a new pending node from Tensor inputs (used by every op module)."""
+        """Build a new pending node from Tensor inputs (used by every op module); records autograd."""
         dt = dtypes.as_dtype(dtype).np
-        return cls(Node(op, [t._node for t in inputs], attrs, shape, dt))
+        out = cls(Node(op, [t._node for t in inputs], attrs, shape, dt))
+        if inputs:
+            autograd.record(out, op, inputs, attrs)
+        return out
+
+    # ---- autograd ------------------------------------------------------------------------------------
+    def requires_grad_(self, requires_grad=True):
+        """Mark this tensor as a leaf whose gradient backward() accumulates into .grad."""
+        if requires_grad and not self.dtype.is_floating_point:
+            raise RuntimeError(f"only floating-point tensors can require gradients, this one is {self.dtype}")
+        if not requires_grad and self._grad_fn is not None:
+            raise RuntimeError("requires_grad_(False) is only for leaves; use .detach() on computed tensors")
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    @property
+    def is_leaf(self):
+        return self._grad_fn is None
+
+    @property
+    def grad_fn(self):
+        return self._grad_fn
+
+    def backward(self, gradient=None, create_graph=False):
+        """Build lazy gradients of this tensor into every leaf's .grad (computes and downloads nothing)."""
+        autograd.backward(self, gradient, create_graph)
+
+    def detach(self):
+        """The same value, cut off from gradient recording (shares the node; writes still copy)."""
+        self._node.used = True
+        return Tensor(self._node)
 
     # ---- metadata -------------------------------------------------------------------------
     @property
@@ -158,18 +193,26 @@ class Tensor:
         return repr(self)
 
     # ---- host writes ------------------------------------------------------------------------------
+    def _check_writable(self, op):
+        if self.requires_grad and autograd.is_grad_enabled():
+            raise RuntimeError(f"{op}: this tensor requires grad; write to it inside `with lt.no_grad():` "
+                               f"(or write to a .detach()ed copy)")
+
     def __setitem__(self, key, value):
         from .indexing import setitem
+        self._check_writable("setitem")
         setitem(self, key, value)
 
     def fill_(self, value):
         """Overwrite every element with `value` on the host; returns self."""
+        self._check_writable("fill_")
         arr = np.full(self.shape, value, dtype=self._node.dtype)
         self._node = hostio.replace_value(arr, "fill_")
         return self
 
     def copy_(self, src):
         """Overwrite this tensor with `src` (array-like or Tensor), broadcast and cast to this dtype."""
+        self._check_writable("copy_")
         if isinstance(src, Tensor):
             from .shape_ops import broadcast_to
             from .elementwise import cast

@@ -9,5 +9,6 @@ BINARY_OPS = frozenset(BINARY_ARITH) | frozenset(BINARY_COMPARE) | frozenset(BIN
 ELEMENTWISE_OPS = UNARY_FLOAT_OPS | UNARY_SAME_OPS | BINARY_OPS | {"cast", "logical_not", "where"}
 TRANSCENDENTAL_OPS = TRANSCENDENTAL
 REDUCE_OPS = frozenset({"sum", "prod", "mean", "var", "std", "amax", "amin", "argmax", "argmin"})
-MOVEMENT_OPS = frozenset({"reshape", "permute", "expand", "slice", "cat", "contiguous", "tril", "triu"})
+MOVEMENT_OPS = frozenset({"reshape", "permute", "expand", "slice", "cat", "contiguous", "tril", "triu",
+                          "pad_slice"})
 ALL_OPS = frozenset(KERNELS) | {"data"}

@@ -25,7 +25,7 @@ METAL_THRESHOLDS = {
     "reduce_input": 655360, "reduce_slices": 1280, "fill": 40960,
 }
 
-FILL_OPS = frozenset({"full", "arange", "linspace", "eye"})
+FILL_OPS = frozenset({"full", "arange", "linspace", "eye", "uniform", "normal", "randint"})
 _BINARY_SHAPED = frozenset({"add", "sub", "mul", "div", "floordiv", "mod", "pow", "maximum", "minimum",
                             "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
                             "where"})

@@ -8,9 +8,10 @@ from .linalg import LINALG_KERNELS
 from .movement import MOVEMENT_KERNELS
 from .reduce import REDUCE_KERNELS
 from .indexing import INDEX_KERNELS
+from .random import RANDOM_KERNELS
 
 KERNELS = {}
 for _table in (CREATION_KERNELS, ELEMENTWISE_KERNELS, LINALG_KERNELS, MOVEMENT_KERNELS,
-               REDUCE_KERNELS, INDEX_KERNELS):
+               REDUCE_KERNELS, INDEX_KERNELS, RANDOM_KERNELS):
     assert not (KERNELS.keys() & _table.keys()), "an op is defined twice"
     KERNELS.update(_table)

@@ -39,3 +39,44 @@ def fancy_index(attrs, x, *indices):
 
 
 INDEX_KERNELS = {"take": take, "take_along": take_along, "index": fancy_index}
+
+
+def _scatter_add(shape, dtype, key, g):
+    """zeros(shape) with g added at `key`, repeated indices accumulated in index order in float64
+    (int64 for integers) and rounded once: deterministic, no atomics."""
+    dtype = np.dtype(dtype)
+    wide = np.float64 if dtype.kind == "f" else np.int64
+    acc = np.zeros(shape, dtype=wide)
+    np.add.at(acc, key, g.astype(wide, copy=False))
+    return acc.astype(dtype)
+
+
+def scatter_take(attrs, g, index):
+    """The gradient of take (index_select / embedding lookup): scatter-add rows back."""
+    axis = attrs["axis"]
+    shape = attrs["shape"]
+    index = np.where(index < 0, index + shape[axis], index)
+    key = (slice(None),) * axis + (index,)
+    return _scatter_add(shape, g.dtype, key, g)
+
+
+def scatter_take_along(attrs, g, index):
+    """The gradient of take_along (gather)."""
+    axis, shape = attrs["axis"], attrs["shape"]
+    index = np.where(index < 0, index + shape[axis], index)
+    index = np.broadcast_to(index, g.shape)
+    grids = np.meshgrid(*(np.arange(n) for n in g.shape), indexing="ij", sparse=True)
+    key = tuple(index if d == axis else grids[d] for d in range(g.ndim))
+    return _scatter_add(shape, g.dtype, key, g)
+
+
+def scatter_index(attrs, g, *indices):
+    """The gradient of advanced indexing."""
+    key, it = [], iter(indices)
+    for item in attrs["key"]:
+        key.append(next(it) if isinstance(item, tuple) and item[0] == "input" else item)
+    return _scatter_add(attrs["shape"], g.dtype, tuple(key), g)
+
+
+INDEX_KERNELS.update({"scatter_take": scatter_take, "scatter_take_along": scatter_take_along,
+                      "scatter_index": scatter_index})

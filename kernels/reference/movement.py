@@ -39,3 +39,13 @@ def triu(attrs, x):
 
 MOVEMENT_KERNELS = {"reshape": reshape, "permute": permute, "expand": expand, "slice": slice_,
                     "cat": cat, "contiguous": contiguous, "tril": tril, "triu": triu}
+
+
+def pad_slice(attrs, g):
+    """The gradient of a slice: zeros of the source shape with `g` placed where the slice read."""
+    out = np.zeros(attrs["shape"], dtype=g.dtype)
+    out[tuple(slice(*s) for s in attrs["slices"])] = g
+    return out
+
+
+MOVEMENT_KERNELS["pad_slice"] = pad_slice

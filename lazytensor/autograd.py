@@ -1,0 +1,325 @@
+"""Reverse-mode autodiff over the lazy graph.
+
+Ops record a GradFn on their output when an input requires grad. `backward()` walks those records
+(iteratively) and builds lazy gradient nodes; it computes nothing and moves nothing itself.
+"""
+import contextlib
+import functools
+import math
+
+_state = {"enabled": True}
+
+
+def is_grad_enabled():
+    return _state["enabled"]
+
+
+class set_grad_enabled(contextlib.ContextDecorator):
+    """Turn gradient recording on or off for a block (or, as a decorator, a function)."""
+
+    def __init__(self, mode):
+        self.mode = bool(mode)
+        self.prev = None
+
+    def __enter__(self):
+        self.prev = _state["enabled"]
+        _state["enabled"] = self.mode
+
+    def __exit__(self, *exc):
+        _state["enabled"] = self.prev
+        return False
+
+
+def no_grad():
+    """`with lt.no_grad():` (or `@lt.no_grad()`): ops inside record no gradients."""
+    return set_grad_enabled(False)
+
+
+def enable_grad():
+    return set_grad_enabled(True)
+
+
+class GradFn:
+    """What backward needs of one op: its name, the input tensors, their values then, attrs, its output."""
+
+    __slots__ = ("op", "parents", "saved", "attrs", "out")
+
+    def __init__(self, op, parents, attrs, out_node):
+        self.op = op
+        self.parents = parents
+        self.saved = tuple(p._node for p in parents)  # the values as they were, even after host writes
+        self.attrs = attrs
+        self.out = out_node
+
+    def __repr__(self):
+        return f"<GradFn {self.op}>"
+
+
+def record(out, op, inputs, attrs):
+    """Attach a GradFn to `out` if gradients are on and any input requires them."""
+    if _state["enabled"] and any(t.requires_grad for t in inputs):
+        if op not in VJP:
+            return  # not differentiable (comparisons, argmax, integer outputs): the result is a constant
+        out.requires_grad = True
+        out._grad_fn = GradFn(op, tuple(inputs), attrs, out._node)
+
+
+def _topo(root):
+    order, seen, stack = [], set(), [(root, False)]
+    while stack:
+        t, expanded = stack.pop()
+        if expanded:
+            order.append(t)
+            continue
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        stack.append((t, True))
+        fn = t._grad_fn
+        if fn is not None:
+            for p in fn.parents:
+                if p.requires_grad and id(p) not in seen:
+                    stack.append((p, False))
+    return order
+
+
+def backward(tensor, gradient=None, create_graph=False):
+    """Accumulate d(tensor)/d(leaf) into every leaf's .grad, as lazy tensors."""
+    from .tensor import Tensor
+    from .creation import ones_like
+    if not tensor.requires_grad:
+        raise RuntimeError("backward(): this tensor does not require grad and has no grad_fn; set "
+                           "requires_grad=True on the inputs you want gradients for")
+    if gradient is None:
+        if tensor.numel() != 1:
+            raise RuntimeError(f"backward(): a gradient can be created implicitly only for a single-element "
+                               f"output, this one has shape {tensor.shape}; pass gradient=")
+        gradient = ones_like(tensor)
+    elif not isinstance(gradient, Tensor) or gradient.shape != tensor.shape:
+        raise ValueError(f"backward(): gradient must be a tensor of shape {tensor.shape}")
+    with set_grad_enabled(create_graph):
+        grads = {id(tensor): gradient}
+        for t in reversed(_topo(tensor)):
+            g = grads.pop(id(t), None)
+            if g is None:
+                continue
+            fn = t._grad_fn
+            if fn is None:
+                t.grad = g if t.grad is None else t.grad + g
+                continue
+            inputs = [Tensor(node) for node in fn.saved]
+            for parent, pg in zip(fn.parents, VJP[fn.op](inputs, Tensor(fn.out), fn.attrs, g)):
+                if pg is None or not parent.requires_grad:
+                    continue
+                if pg.dtype != parent.dtype:
+                    pg = pg.to(parent.dtype)
+                key = id(parent)
+                grads[key] = pg if key not in grads else grads[key] + pg
+
+
+# ---- vector-Jacobian products: (inputs, out, attrs, grad) -> one gradient (or None) per input ----------
+
+def _ops():
+    from . import elementwise, indexing, linalg, reductions, shape_ops
+    return elementwise, indexing, linalg, reductions, shape_ops
+
+
+def unbroadcast(g, shape):
+    """Sum `g` down to `shape` (undo NumPy broadcasting)."""
+    if g.shape == tuple(shape):
+        return g
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1)
+    if axes:
+        g = g.sum(dim=axes, keepdim=True)
+    return g.reshape(*shape)
+
+
+def _binary(fn):
+    @functools.wraps(fn)
+    def vjp(inputs, out, attrs, g):
+        a, b = inputs
+        ga, gb = fn(a, b, out, g)
+        return (None if ga is None else unbroadcast(ga, a.shape), None if gb is None else unbroadcast(gb, b.shape))
+    return vjp
+
+
+def _unary(fn):
+    return lambda inputs, out, attrs, g: (fn(inputs[0], out, g),)
+
+
+def _zero(inputs, out, attrs, g):
+    return tuple(None for _ in inputs)
+
+
+def _pow_grads(a, b, out, g):
+    ga = g * b * a ** (b - 1)
+    gb = g * out * a.log().masked_fill((a == 0) & (b >= 0), 0.0)  # 0 ** b with b >= 0: no slope in b
+    return ga, gb
+
+
+def _max_min_grads(a, b, out, g):
+    ew = _ops()[0]
+    half = g * 0.5
+    ga = ew.where(a == b, half, ew.where(a == out, g, 0.0))
+    gb = ew.where(a == b, half, ew.where(b == out, g, 0.0))
+    return ga, gb
+
+
+def _expand_reduced(g, attrs, shape):
+    if not attrs["keepdims"]:
+        g = g.reshape(*(1 if d in attrs["axes"] else n for d, n in enumerate(shape)))
+    return g.broadcast_to(shape)
+
+
+def _count(shape, axes):
+    return math.prod(shape[d] for d in axes)
+
+
+def _sum(inputs, out, attrs, g):
+    return (_expand_reduced(g, attrs, inputs[0].shape),)
+
+
+def _mean(inputs, out, attrs, g):
+    return (_expand_reduced(g, attrs, inputs[0].shape) / _count(inputs[0].shape, attrs["axes"]),)
+
+
+def _prod(inputs, out, attrs, g):
+    (a,) = inputs
+    return (_expand_reduced(g * out, attrs, a.shape) / a,)
+
+
+def _centered(a, attrs):
+    return a - a.mean(dim=attrs["axes"], keepdim=True)
+
+
+def _var(inputs, out, attrs, g):
+    (a,) = inputs
+    n = _count(a.shape, attrs["axes"]) - attrs["correction"]
+    return (_expand_reduced(g, attrs, a.shape) * _centered(a, attrs) * (2.0 / n),)
+
+
+def _std(inputs, out, attrs, g):
+    (a,) = inputs
+    n = _count(a.shape, attrs["axes"]) - attrs["correction"]
+    return (_expand_reduced(g / out, attrs, a.shape) * _centered(a, attrs) * (1.0 / n),)
+
+
+def _extreme(inputs, out, attrs, g):
+    (a,) = inputs
+    kept = _expand_reduced(out, attrs, a.shape)
+    mask = (a == kept).to(a.dtype)
+    count = mask.sum(dim=attrs["axes"], keepdim=True)
+    return (_expand_reduced(g, attrs, a.shape) * mask / count,)
+
+
+def _matmul(inputs, out, attrs, g):
+    a, b = inputs
+    a2 = a.unsqueeze(0) if a.ndim == 1 else a
+    b2 = b.unsqueeze(-1) if b.ndim == 1 else b
+    g2 = g
+    if a.ndim == 1:
+        g2 = g2.unsqueeze(-2)
+    if b.ndim == 1:
+        g2 = g2.unsqueeze(-1)
+    ga = g2 @ b2.mT
+    gb = a2.mT @ g2
+    ga = unbroadcast(ga, a2.shape)
+    gb = unbroadcast(gb, b2.shape)
+    return (ga.reshape(*a.shape), gb.reshape(*b.shape))
+
+
+def _permute(inputs, out, attrs, g):
+    dims = attrs["dims"]
+    inverse = [0] * len(dims)
+    for i, d in enumerate(dims):
+        inverse[d] = i
+    return (g.permute(*inverse),)
+
+
+def _slice(inputs, out, attrs, g):
+    from .tensor import Tensor
+    (a,) = inputs
+    return (Tensor._from_op("pad_slice", (g,), {"slices": attrs["slices"], "shape": a.shape}, a.shape, g.dtype),)
+
+
+def _cat(inputs, out, attrs, g):
+    axis, grads, start = attrs["axis"], [], 0
+    for t in inputs:
+        grads.append(g.narrow(axis, start, t.shape[axis]))
+        start += t.shape[axis]
+    return tuple(grads)
+
+
+def _scatter(op):
+    def vjp(inputs, out, attrs, g):
+        from .tensor import Tensor
+        x, *indices = inputs
+        gx = Tensor._from_op(op, (g, *indices), {**attrs, "shape": x.shape}, x.shape, g.dtype)
+        return (gx,) + tuple(None for _ in indices)
+    return vjp
+
+
+def _cast(inputs, out, attrs, g):
+    (a,) = inputs
+    return (g.to(a.dtype) if a.dtype.is_floating_point else None,)
+
+
+def _where(inputs, out, attrs, g):
+    cond, x, y = inputs
+    return (None, unbroadcast(g.where(cond, 0.0), x.shape), unbroadcast(_zeros_where(cond, g), y.shape))
+
+
+def _zeros_where(cond, g):
+    return _ops()[0].where(cond, 0.0, g)
+
+
+_SQRT_PI_2 = 2.0 / math.sqrt(math.pi)
+
+VJP = {
+    "add": _binary(lambda a, b, out, g: (g, g)),
+    "sub": _binary(lambda a, b, out, g: (g, -g)),
+    "mul": _binary(lambda a, b, out, g: (g * b, g * a)),
+    "div": _binary(lambda a, b, out, g: (g / b, -g * out / b)),
+    "pow": _binary(_pow_grads),
+    "maximum": _binary(_max_min_grads),
+    "minimum": _binary(_max_min_grads),
+    "floordiv": _binary(lambda a, b, out, g: (None, None)),
+    "mod": _binary(lambda a, b, out, g: (g, -g * (a / b).floor())),
+    "neg": _unary(lambda a, out, g: -g),
+    "abs": _unary(lambda a, out, g: g * a.sign()),
+    "sqrt": _unary(lambda a, out, g: g / (out * 2.0)),
+    "rsqrt": _unary(lambda a, out, g: g * out * out * out * -0.5),
+    "exp": _unary(lambda a, out, g: g * out),
+    "log": _unary(lambda a, out, g: g / a),
+    "tanh": _unary(lambda a, out, g: g * (1.0 - out * out)),
+    "sin": _unary(lambda a, out, g: g * a.cos()),
+    "cos": _unary(lambda a, out, g: -g * a.sin()),
+    "tan": _unary(lambda a, out, g: g * (1.0 + out * out)),
+    "asin": _unary(lambda a, out, g: g * (1.0 - a * a).rsqrt()),
+    "acos": _unary(lambda a, out, g: -g * (1.0 - a * a).rsqrt()),
+    "atan": _unary(lambda a, out, g: g / (1.0 + a * a)),
+    "sinh": _unary(lambda a, out, g: g * a.cosh()),
+    "cosh": _unary(lambda a, out, g: g * a.sinh()),
+    "erf": _unary(lambda a, out, g: g * (a * a * -1.0).exp() * _SQRT_PI_2),
+    "sigmoid": _unary(lambda a, out, g: g * out * (1.0 - out)),
+    "relu": _unary(lambda a, out, g: g.where(a > 0, 0.0)),
+    "square": _unary(lambda a, out, g: g * a * 2.0),
+    "sign": _zero, "floor": _zero, "ceil": _zero,
+    "cast": _cast,
+    "where": _where,
+    "sum": _sum, "mean": _mean, "prod": _prod, "var": _var, "std": _std, "amax": _extreme, "amin": _extreme,
+    "matmul": _matmul,
+    "reshape": lambda inputs, out, attrs, g: (g.reshape(*inputs[0].shape),),
+    "permute": _permute,
+    "expand": lambda inputs, out, attrs, g: (unbroadcast(g, inputs[0].shape),),
+    "slice": _slice,
+    "cat": _cat,
+    "contiguous": lambda inputs, out, attrs, g: (g,),
+    "tril": lambda inputs, out, attrs, g: (g.tril(attrs["k"]),),
+    "triu": lambda inputs, out, attrs, g: (g.triu(attrs["k"]),),
+    "take": _scatter("scatter_take"),
+    "take_along": _scatter("scatter_take_along"),
+    "index": _scatter("scatter_index"),
+}
+
