@@ -18,6 +18,7 @@ from .shape_ops import (broadcast_to, cat, chunk, expand, flatten, permute, resh
 from .indexing import gather, index_select, masked_fill, narrow, take_along_axis, tril, triu
 from .activations import log_softmax, softmax
 from .graph_view import graph
+from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .random import (get_rng_state, initial_seed, manual_seed, normal, rand, rand_like, randint, randn,
                      randn_like, set_rng_state, uniform)
 from .evaluation import counters, realize, reset_counters
@@ -34,3 +35,5 @@ double = float64
 long = int64
 
 __version__ = "0.1.0"
+
+from . import nn, optim  # noqa: E402  (they import the API above)

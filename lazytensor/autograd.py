@@ -107,8 +107,11 @@ def backward(tensor, gradient=None, create_graph=False):
             if fn is None:
                 t.grad = g if t.grad is None else t.grad + g
                 continue
-            inputs = [Tensor(node) for node in fn.saved]
-            for parent, pg in zip(fn.parents, VJP[fn.op](inputs, Tensor(fn.out), fn.attrs, g)):
+            if create_graph:  # differentiate through the gradient: use the tensors with their history
+                inputs, out = list(fn.parents), t
+            else:
+                inputs, out = [Tensor(node) for node in fn.saved], Tensor(fn.out)
+            for parent, pg in zip(fn.parents, VJP[fn.op](inputs, out, fn.attrs, g)):
                 if pg is None or not parent.requires_grad:
                     continue
                 if pg.dtype != parent.dtype:
@@ -154,7 +157,8 @@ def _zero(inputs, out, attrs, g):
 
 def _pow_grads(a, b, out, g):
     ga = g * b * a ** (b - 1)
-    gb = g * out * a.log().masked_fill((a == 0) & (b >= 0), 0.0)  # 0 ** b with b >= 0: no slope in b
+    ew = _ops()[0]
+    gb = g * out * ew.where((a == 0) & (b >= 0), 0.0, a.log())  # 0 ** b with b >= 0: no slope in b
     return ga, gb
 
 
@@ -215,6 +219,8 @@ def _extreme(inputs, out, attrs, g):
 
 def _matmul(inputs, out, attrs, g):
     a, b = inputs
+    if a.ndim == 1 and b.ndim == 1:
+        return (g * b, g * a)
     a2 = a.unsqueeze(0) if a.ndim == 1 else a
     b2 = b.unsqueeze(-1) if b.ndim == 1 else b
     g2 = g

@@ -4,7 +4,7 @@ import math
 import numpy as np
 
 from . import dtypes
-from .runtime import hostio
+from .runtime import devices, hostio
 from .tensor import Tensor
 
 
@@ -22,11 +22,19 @@ def _infer_dtype(arr, from_python):
                     f"(supported: {', '.join(d.name for d in dtypes.ALL)})")
 
 
-def tensor(data, dtype=None):
+def _finish(t, device, requires_grad):
+    if device is not None:
+        t.to(device)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def tensor(data, dtype=None, *, device=None, requires_grad=False):
     """A new tensor holding a copy of `data` (nested lists, numbers, NumPy arrays or tensors)."""
     if isinstance(data, Tensor):
-        out = data.to(dtype) if dtype is not None else data
-        return Tensor._from_op("contiguous", (out,), {}, out.shape, out.dtype)
+        out = data.detach().to(dtype) if dtype is not None else data.detach()
+        return _finish(Tensor._from_op("contiguous", (out,), {}, out.shape, out.dtype), device, requires_grad)
     from_python = not isinstance(data, np.ndarray)
     try:
         arr = np.array(data)
@@ -37,7 +45,7 @@ def tensor(data, dtype=None):
         raise TypeError("lt.tensor: data must be numbers or equal-length nested lists of numbers")
     dt = dtypes.as_dtype(dtype) if dtype is not None else _infer_dtype(arr, from_python)
     arr = np.array(arr, dtype=dt.np, copy=True)
-    return Tensor(hostio.data_node(arr, exclusive=True))
+    return _finish(Tensor(hostio.data_node(arr, exclusive=True)), device, requires_grad)
 
 
 def from_numpy(array):
@@ -63,7 +71,15 @@ def _default_dtype(value):
     return dtypes.scalar_dtype(value)
 
 
-def full(size, fill_value, *, dtype=None):
+def _placed(attrs, device):
+    """Record an explicit placement for a creation op (None lets the offload policy decide)."""
+    where = devices.resolve_placement(device)
+    if where is not None:
+        attrs["device"] = where
+    return attrs
+
+
+def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
     """A tensor of `size` filled with `fill_value` (dtype from the value unless given)."""
     shape = _shape("full", size if isinstance(size, (list, tuple)) else (size,))
     dt = dtypes.as_dtype(dtype) if dtype is not None else _default_dtype(fill_value)
@@ -71,35 +87,44 @@ def full(size, fill_value, *, dtype=None):
         value = np.array(fill_value, dtype=dt.np).item()
     except (OverflowError, ValueError) as exc:
         raise type(exc)(f"full: {fill_value!r} does not fit in {dt}: {exc}") from None
-    return Tensor._from_op("full", (), {"shape": shape, "value": value, "dtype": dt.np}, shape, dt)
+    attrs = _placed({"shape": shape, "value": value, "dtype": dt.np}, device)
+    return _finish(Tensor._from_op("full", (), attrs, shape, dt), None, requires_grad)
 
 
-def zeros(*size, dtype=None):
-    return full(_shape("zeros", size), 0, dtype=dtype or dtypes.DEFAULT_FLOAT)
+def zeros(*size, dtype=None, device=None, requires_grad=False):
+    return full(_shape("zeros", size), 0, dtype=dtype or dtypes.DEFAULT_FLOAT, device=device,
+                requires_grad=requires_grad)
 
 
-def ones(*size, dtype=None):
-    return full(_shape("ones", size), 1, dtype=dtype or dtypes.DEFAULT_FLOAT)
+def ones(*size, dtype=None, device=None, requires_grad=False):
+    return full(_shape("ones", size), 1, dtype=dtype or dtypes.DEFAULT_FLOAT, device=device,
+                requires_grad=requires_grad)
 
 
-def empty(*size, dtype=None):
+def empty(*size, dtype=None, device=None, requires_grad=False):
     """Like zeros: a lazy engine has no reason to hand out uninitialized memory."""
-    return zeros(*size, dtype=dtype)
+    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def zeros_like(x, *, dtype=None):
-    return full(x.shape, 0, dtype=dtype or x.dtype)
+def like_device(x):
+    """Where a *_like tensor goes: next to `x` when `x` is on a device, else wherever the policy says."""
+    return x.device if x.device != "cpu" else None
 
 
-def ones_like(x, *, dtype=None):
-    return full(x.shape, 1, dtype=dtype or x.dtype)
+def zeros_like(x, *, dtype=None, device=None, requires_grad=False):
+    return full(x.shape, 0, dtype=dtype or x.dtype, device=device or like_device(x), requires_grad=requires_grad)
 
 
-def full_like(x, fill_value, *, dtype=None):
-    return full(x.shape, fill_value, dtype=dtype or x.dtype)
+def ones_like(x, *, dtype=None, device=None, requires_grad=False):
+    return full(x.shape, 1, dtype=dtype or x.dtype, device=device or like_device(x), requires_grad=requires_grad)
 
 
-def arange(start, end=None, step=1, *, dtype=None):
+def full_like(x, fill_value, *, dtype=None, device=None, requires_grad=False):
+    return full(x.shape, fill_value, dtype=dtype or x.dtype, device=device or like_device(x),
+                requires_grad=requires_grad)
+
+
+def arange(start, end=None, step=1, *, dtype=None, device=None):
     """start, start+step, ... up to but excluding `end`; each value computed as start + i*step."""
     if end is None:
         start, end = 0, start
@@ -111,22 +136,22 @@ def arange(start, end=None, step=1, *, dtype=None):
     else:
         dt = dtypes.as_dtype(dtype)
     n = max(0, math.ceil((end - start) / step))
-    attrs = {"shape": (n,), "start": start, "step": step, "dtype": dt.np}
+    attrs = _placed({"shape": (n,), "start": start, "step": step, "dtype": dt.np}, device)
     return Tensor._from_op("arange", (), attrs, (n,), dt)
 
 
-def linspace(start, end, steps, *, dtype=None):
+def linspace(start, end, steps, *, dtype=None, device=None):
     """`steps` evenly spaced values from start to end inclusive."""
     if steps < 0:
         raise ValueError(f"linspace: steps must be non-negative, got {steps}")
     dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.DEFAULT_FLOAT
-    attrs = {"shape": (int(steps),), "start": float(start), "stop": float(end), "dtype": dt.np}
+    attrs = _placed({"shape": (int(steps),), "start": float(start), "stop": float(end), "dtype": dt.np}, device)
     return Tensor._from_op("linspace", (), attrs, (int(steps),), dt)
 
 
-def eye(n, m=None, *, dtype=None):
+def eye(n, m=None, *, dtype=None, device=None):
     """The identity matrix (n x m, ones on the main diagonal)."""
     m = n if m is None else m
     shape = _shape("eye", (n, m))
     dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.DEFAULT_FLOAT
-    return Tensor._from_op("eye", (), {"shape": shape, "dtype": dt.np}, shape, dt)
+    return Tensor._from_op("eye", (), _placed({"shape": shape, "dtype": dt.np}, device), shape, dt)

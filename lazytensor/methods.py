@@ -4,6 +4,7 @@ import numpy as np
 from . import dtypes
 from . import activations, elementwise, indexing, linalg, reductions, shape_ops
 from .elementwise import BINARY_FUNCTIONS, UNARY_FUNCTIONS, binary, unary
+from .runtime import devices as _devices, hostio
 from .tensor import Tensor
 
 
@@ -95,14 +96,22 @@ Tensor.softmax = activations.softmax
 Tensor.log_softmax = activations.log_softmax
 
 
-def _to(self, dtype):
-    """This tensor converted to `dtype` (self if it already has it)."""
-    return elementwise.cast(self, dtype)
+def _to(self, target):
+    """A dtype: this tensor converted to it. A device name ("cpu", "virtual", "cuda"): this tensor,
+    realized and copied there now (self is returned; its value is unchanged)."""
+    if isinstance(target, str) and target.split(":")[0].lower() in ("cpu", "virtual", "cuda", "metal"):
+        where = _devices.resolve_placement(target)
+        if where == "cpu":
+            hostio.place_on_host(self._node)
+        else:
+            hostio.place_on_device(self._node, _devices.active_device())
+        return self
+    return elementwise.cast(self, target)
 
 
 Tensor.to = _to
-Tensor.astype = _to
-Tensor.type = _to
+Tensor.astype = elementwise.cast
+Tensor.type = elementwise.cast
 Tensor.float = lambda self: elementwise.cast(self, dtypes.float32)
 Tensor.double = lambda self: elementwise.cast(self, dtypes.float64)
 Tensor.int = lambda self: elementwise.cast(self, dtypes.int32)

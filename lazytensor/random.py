@@ -4,7 +4,7 @@ The same seed and the same program give the same bytes on every backend (Philox4
 normals are Irwin-Hall sums of 12 uniform words, exact in float64; see docs/NUMERICS.md).
 """
 from . import dtypes
-from .creation import _shape
+from .creation import _placed, _shape, like_device
 from .runtime.rng import DEFAULT
 from .tensor import Tensor
 
@@ -33,17 +33,17 @@ def _float_dtype(op, dtype):
     return dt
 
 
-def _draw(op, shape, dt, device, **params):
+def _draw(op, shape, dt, device, requires_grad=False, **params):
     seed, stream = DEFAULT.take_stream()
-    attrs = {"shape": shape, "dtype": dt.np, "seed": seed, "stream": stream, **params}
-    if device is not None:
-        attrs["device"] = device
-    return Tensor._from_op(op, (), attrs, shape, dt)
+    attrs = _placed({"shape": shape, "dtype": dt.np, "seed": seed, "stream": stream, **params}, device)
+    out = Tensor._from_op(op, (), attrs, shape, dt)
+    return out.requires_grad_(True) if requires_grad else out
 
 
-def rand(*size, dtype=None, device=None):
+def rand(*size, dtype=None, device=None, requires_grad=False):
     """Uniform on [0, 1)."""
-    return _draw("uniform", _shape("rand", size), _float_dtype("rand", dtype), device, low=0.0, high=1.0)
+    return _draw("uniform", _shape("rand", size), _float_dtype("rand", dtype), device, requires_grad,
+                 low=0.0, high=1.0)
 
 
 def uniform(*size, low=0.0, high=1.0, dtype=None, device=None):
@@ -52,9 +52,10 @@ def uniform(*size, low=0.0, high=1.0, dtype=None, device=None):
                  low=float(low), high=float(high))
 
 
-def randn(*size, dtype=None, device=None):
-    """Standard normal (mean 0, variance 1; Irwin-Hall of 12 uniforms, support [-6, 6])."""
-    return _draw("normal", _shape("randn", size), _float_dtype("randn", dtype), device, mean=0.0, std=1.0)
+def randn(*size, dtype=None, device=None, requires_grad=False):
+    """Standard normal (mean 0, variance 1; see kernels/reference/random.py for the exact transform)."""
+    return _draw("normal", _shape("randn", size), _float_dtype("randn", dtype), device, requires_grad,
+                 mean=0.0, std=1.0)
 
 
 def normal(mean=0.0, std=1.0, size=(), *, dtype=None, device=None):
@@ -74,15 +75,11 @@ def randint(low, high=None, size=(), *, dtype=None, device=None):
 
 
 def rand_like(x, *, dtype=None):
-    return rand(*x.shape, dtype=dtype or x.dtype, device=_like_device(x))
+    return rand(*x.shape, dtype=dtype or x.dtype, device=like_device(x))
 
 
 def randn_like(x, *, dtype=None):
-    return randn(*x.shape, dtype=dtype or x.dtype, device=_like_device(x))
-
-
-def _like_device(x):
-    return x.device if x.device != "cpu" else None
+    return randn(*x.shape, dtype=dtype or x.dtype, device=like_device(x))
 
 
 def bernoulli_mask(shape, p_keep, dtype, device=None):
@@ -93,11 +90,11 @@ def bernoulli_mask(shape, p_keep, dtype, device=None):
 
 def uniform_(t, low=0.0, high=1.0):
     """Fill `t` with uniform values on [low, high) (a new value for this handle; see value semantics)."""
-    t._node = uniform(*t.shape, low=low, high=high, dtype=t.dtype, device=_like_device(t))._node
+    t._node = uniform(*t.shape, low=low, high=high, dtype=t.dtype, device=like_device(t))._node
     return t
 
 
 def normal_(t, mean=0.0, std=1.0):
     """Fill `t` with normal values."""
-    t._node = normal(mean, std, t.shape, dtype=t.dtype, device=_like_device(t))._node
+    t._node = normal(mean, std, t.shape, dtype=t.dtype, device=like_device(t))._node
     return t

@@ -106,3 +106,21 @@ def all_devices():
     alive = [ref() for ref in _state["created"]]
     _state["created"] = [weakref.ref(d) for d in alive if d is not None]
     return [d for d in alive if d is not None]
+
+
+def resolve_placement(name):
+    """Normalize a tensor placement ("cuda:0" -> "cuda"); a device that is not active gets a notice
+    and None (the value stays on the host)."""
+    if name is None:
+        return None
+    base = str(name).split(":")[0].strip().lower()
+    if base not in NAMES or base == "auto":
+        raise ValueError(f"unknown device {name!r}; choose one of cpu, virtual, cuda, metal")
+    if base == "cpu" or base == active_name():
+        return base
+    why = "it is not the active device; select it with lt.set_device() or LAZYTENSOR_DEVICE"
+    if base in ("cuda", "metal"):
+        ok, reason = (_probe_cuda if base == "cuda" else _probe_metal)()
+        why = reason if not ok else why
+    _notice(base, why)
+    return "cpu"

@@ -21,9 +21,9 @@ def _on_host(node, reason):
     return buf
 
 
-def host_array(node, trigger):
+def host_array(node, trigger, reason=None):
     """Realize `node` and return its host array (internal: callers must not write into it)."""
-    buf = _on_host(node, f"host-read:{trigger}")
+    buf = _on_host(node, reason or f"host-read:{trigger}")
     COUNTERS.host_reads[trigger] += 1
     return buf.host
 
@@ -67,3 +67,29 @@ def replace_value(array, trigger):
     """A whole-tensor host write (fill_, copy_ from host data): a new node holding `array`."""
     COUNTERS.host_writes[trigger] += 1
     return data_node(array, exclusive=True)
+
+
+def place_on_device(node, backend, reason="to-device"):
+    """Realize `node` and make sure `backend` holds a copy (True), unless memory cannot be had (False)."""
+    realize([node])
+    buf = node.buffer
+    if buf.on_device and buf.backend is backend:
+        backend.memory.touch(buf)
+        return True
+    if buf.on_device:  # on another device: through the host
+        if not buf.on_host:
+            copies.download(buf, "device-switch")
+        buf.backend.memory.forget(buf)
+    block = backend.memory.allocate(buf.nbytes)
+    if block is None:
+        return False
+    copies.upload(buf, block, backend, reason)
+    backend.memory.register(buf)
+    return True
+
+
+def place_on_host(node, reason="to-host"):
+    """Realize `node`, download it if only a device has it, and make the device forget its copy."""
+    buf = _on_host(node, reason)
+    if buf.on_device:
+        buf.backend.memory.forget(buf)

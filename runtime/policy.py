@@ -76,12 +76,27 @@ def _gemv(backend, node, operands, limit):
     return False
 
 
+def placement(node):
+    """A creation op's explicit device (lt.zeros(..., device=...)), or None to let the policy decide."""
+    return node.attrs.get("device") if isinstance(node.attrs, dict) else None
+
+
 def accepts(backend, node, operands):
     """Whether `backend` (a device) should run `node`, given its operands' buffers."""
+    forced = placement(node)
+    if forced is not None:
+        return forced == backend.name
     table = backend.thresholds
     data = [b for b in operands if not is_param(b)]
-    if data and all(b.on_device and b.backend is backend for b in data):
+    resident = [b for b in data if b.on_device and b.backend is backend]
+    if data and len(resident) == len(data):
         return True
+    if resident:
+        # Running on the host would download the device-only operands; running here uploads the rest.
+        upload = sum(b.nbytes for b in data if not (b.on_device and b.backend is backend))
+        download = sum(b.nbytes for b in resident if not b.on_host)
+        if upload <= download:
+            return True
     fam = family(node, operands)
     if fam == "copy":
         return False

@@ -10,10 +10,25 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def _source_packages():
+    """Every package in the source tree, by the name it installs under."""
+    names = []
+    for top, prefix in (("lazytensor", "lazytensor"), ("runtime", "lazytensor.runtime"),
+                        ("kernels", "lazytensor.kernels")):
+        for init in sorted((REPO / top).rglob("__init__.py")):
+            rel = init.parent.relative_to(REPO / top).parts
+            names.append(".".join((prefix,) + rel))
+    return names
+
+
 CHECK = textwrap.dedent("""
-    import importlib, json
+    import importlib, json, sys
     import lazytensor, lazytensor.runtime, lazytensor.kernels
     import lazytensor as lt
+    for name in sys.argv[1:]:
+        importlib.import_module(name)  # every package of the source tree is installed
     top_level = {}
     for name in ("runtime", "kernels"):
         try:
@@ -51,8 +66,9 @@ def _install_and_check(tmp_path, editable):
     cmd = [str(python), "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index", "-q"]
     cmd += ["-e", str(src)] if editable else [str(src)]
     subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=tmp_path)
-    out = subprocess.run([str(python), "-c", CHECK], check=True, capture_output=True, text=True,
+    out = subprocess.run([str(python), "-c", CHECK, *_source_packages()], capture_output=True, text=True,
                          cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
     import json
     return src, site, json.loads(out.stdout)
 

@@ -1,6 +1,7 @@
 """Reductions against NumPy, the left-fold rule, keepdim, PyTorch/NumPy call forms."""
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import lazytensor as lt
 
@@ -121,3 +122,24 @@ def test_log_softmax_matches_log_of_softmax(rng):
     m = x.max(1, keepdims=True)
     want = x - m - np.log(np.exp(x - m).sum(1, keepdims=True))
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=80)
+@given(st.lists(st.integers(0, 5), min_size=1, max_size=4), st.data())
+def test_sum_and_prod_are_left_folds_for_any_shape_and_axes(shape, data):
+    """The fast fold path must equal an explicit element-by-element loop over the reduced positions."""
+    shape = tuple(shape)
+    axes = tuple(sorted(data.draw(st.sets(st.integers(0, len(shape) - 1), min_size=1))))
+    rng = np.random.default_rng(len(shape) * 7 + sum(shape))
+    x = (rng.normal(size=shape) * 10.0 ** rng.integers(-6, 6, size=shape)).astype(np.float32)
+    kept = [d for d in range(len(shape)) if d not in axes]
+    want_sum = np.zeros([shape[d] for d in kept], np.float64)
+    want_prod = np.ones([shape[d] for d in kept], np.float64)
+    for idx in np.ndindex(*shape):  # row-major over all positions = row-major over the reduced ones
+        out = tuple(idx[d] for d in kept)
+        want_sum[out] += np.float64(x[idx])
+        want_prod[out] *= np.float64(x[idx] / 4)
+    got = lt.tensor(x).sum(dim=axes).numpy()
+    np.testing.assert_array_equal(got, want_sum.astype(np.float32))
+    got = (lt.tensor(x) / 4).prod(dim=axes).numpy()
+    np.testing.assert_array_equal(got, want_prod.astype(np.float32))

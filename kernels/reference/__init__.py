@@ -9,9 +9,10 @@ from .movement import MOVEMENT_KERNELS
 from .reduce import REDUCE_KERNELS
 from .indexing import INDEX_KERNELS
 from .random import RANDOM_KERNELS
+from .optim import OPTIM_KERNELS
 
 KERNELS = {}
 for _table in (CREATION_KERNELS, ELEMENTWISE_KERNELS, LINALG_KERNELS, MOVEMENT_KERNELS,
-               REDUCE_KERNELS, INDEX_KERNELS, RANDOM_KERNELS):
+               REDUCE_KERNELS, INDEX_KERNELS, RANDOM_KERNELS, OPTIM_KERNELS):
     assert not (KERNELS.keys() & _table.keys()), "an op is defined twice"
     KERNELS.update(_table)

@@ -2,27 +2,30 @@
 import numpy as np
 
 
-def _fold_layout(x, axes):
-    """Move the reduced axes last and merge them: (kept..., K), folded in row-major order."""
+def fold(ufunc, x, axes, identity, wide=np.float64):
+    """Left fold of `ufunc` over `axes`, in `wide`, one fold per output element.
+
+    The reduced axes go first and the rest are flattened into columns: (K, M) in row-major order. For
+    M >= 2, NumPy's reduce over axis 0 of a C-contiguous array walks the rows in order and adds each
+    into the running column values (a sequential fold, checked against a loop in the tests); a single
+    column uses accumulate, which is sequential by definition.
+    """
     kept = [d for d in range(x.ndim) if d not in axes]
     kept_shape = tuple(x.shape[d] for d in kept)
     k = int(np.prod([x.shape[d] for d in axes], dtype=np.int64))
-    return np.transpose(x, kept + list(axes)).reshape(kept_shape + (k,)), kept_shape, k
+    m = int(np.prod(kept_shape, dtype=np.int64))
+    if k == 0 or m == 0:
+        return np.full(kept_shape, identity, dtype=wide)
+    rows = np.ascontiguousarray(np.transpose(x, list(axes) + kept), dtype=wide).reshape(k, m)
+    if m >= 2:
+        return ufunc.reduce(rows, axis=0).reshape(kept_shape)
+    return ufunc.accumulate(rows.reshape(k))[-1:].reshape(kept_shape)
 
 
 def _restore(result, x_shape, axes, keepdims):
     if keepdims:
         return result.reshape(tuple(1 if d in axes else n for d, n in enumerate(x_shape)))
     return result
-
-
-def fold(ufunc, x, axes, identity):
-    """Left fold of `ufunc` over `axes` in the array's own dtype (callers widen first)."""
-    flat, kept_shape, k = _fold_layout(x, axes)
-    if k == 0:
-        return np.full(kept_shape, identity, dtype=x.dtype)
-    # accumulate is a strict sequential left fold (np.add.reduce would sum pairwise).
-    return ufunc.accumulate(flat, axis=-1)[..., -1]
 
 
 def _wide(dtype):
@@ -34,7 +37,7 @@ def _sum_wide(x, axes):
     wide = _wide(x.dtype)
     if wide.kind != "f":
         return np.sum(x, axis=axes, dtype=wide)  # exact in integers: the order does not matter
-    return fold(np.add, x.astype(wide, copy=False), axes, 0.0)
+    return fold(np.add, x, axes, 0.0)
 
 
 def _out(result, attrs, x_shape):
@@ -51,7 +54,7 @@ def prod(attrs, x):
     wide = _wide(x.dtype)
     if wide.kind != "f":
         return _out(np.prod(x, axis=attrs["axes"], dtype=wide), attrs, x.shape)
-    return _out(fold(np.multiply, x.astype(wide), attrs["axes"], 1.0), attrs, x.shape)
+    return _out(fold(np.multiply, x, attrs["axes"], 1.0), attrs, x.shape)
 
 
 def _count(x, axes):
@@ -66,10 +69,9 @@ def mean(attrs, x):
 
 def _var_wide(x, axes, correction):
     n = _count(x, axes)
-    wide = x.astype(np.float64)
     with np.errstate(all="ignore"):
-        mu = fold(np.add, wide, axes, 0.0) / n
-        dev = wide - mu.reshape(tuple(1 if d in axes else s for d, s in enumerate(x.shape)))
+        mu = fold(np.add, x, axes, 0.0) / n
+        dev = x.astype(np.float64) - mu.reshape(tuple(1 if d in axes else s for d, s in enumerate(x.shape)))
         return fold(np.add, dev * dev, axes, 0.0) / max(n - correction, 0)
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from ...kernels.reference import KERNELS
 from ..memory import DeviceMemory, PinnedPool, parse_bytes
-from ..policy import CUDA_THRESHOLDS, accepts
+from ..policy import CUDA_THRESHOLDS, accepts, placement
 from .arena import Arena
 from .base import Backend
 
@@ -74,7 +74,9 @@ class VirtualDevice(Backend):
     def accepts(self, node, operands):
         if node.op not in KERNELS:
             return False
-        return self.offload == "always" or accepts(self, node, operands)
+        if self.offload == "always" and placement(node) in (None, self.name):
+            return True
+        return accepts(self, node, operands)
 
     def launch(self, node, args, out_block):
         result = KERNELS[node.op](node.attrs, *args)

@@ -1,0 +1,19 @@
+"""The fused AdamW update: one kernel reads (param, grad, m, v) and writes (param', m', v') stacked."""
+import numpy as np
+
+
+def adamw(attrs, p, g, m, v, lr, bias1, bias2):
+    """PyTorch's AdamW step in float64, each output rounded once:
+    p <- p * (1 - lr * wd); m <- b1 m + (1 - b1) g; v <- b2 v + (1 - b2) g^2;
+    p <- p - (lr / bias1) * m / (sqrt(v) / sqrt(bias2) + eps)."""
+    b1, b2, eps, wd = attrs["beta1"], attrs["beta2"], attrs["eps"], attrs["weight_decay"]
+    lr, bias1, bias2 = float(lr), float(bias1), float(bias2)
+    g64 = g.astype(np.float64)
+    m64 = b1 * m.astype(np.float64) + (1.0 - b1) * g64
+    v64 = b2 * v.astype(np.float64) + (1.0 - b2) * (g64 * g64)
+    p64 = p.astype(np.float64) * (1.0 - lr * wd)
+    p64 = p64 - (lr / bias1) * (m64 / (np.sqrt(v64) / np.sqrt(bias2) + eps))
+    return np.stack([p64, m64, v64]).astype(p.dtype)
+
+
+OPTIM_KERNELS = {"adamw": adamw}

@@ -1,0 +1,106 @@
+"""Checkpoints: model and optimizer state in one .npz, written atomically, verified when read back."""
+import hashlib
+import json
+import os
+import tempfile
+import zipfile
+
+import numpy as np
+
+from .runtime import hostio
+from .tensor import Tensor
+
+FORMAT = "lazytensor-checkpoint-1"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that is corrupt, not a checkpoint, or does not match the model."""
+
+
+def _host(t):
+    return np.array(hostio.host_array(t._node, "checkpoint", reason="checkpoint"), copy=True)
+
+
+def _digest(arr):
+    return hashlib.sha256(np.ascontiguousarray(arr).tobytes()).hexdigest()
+
+
+def save(path, model, optimizer=None, meta=None):
+    """Write `model` (and `optimizer`) state to `path` via a temporary file and an atomic rename."""
+    arrays = {f"model/{k}": _host(v) for k, v in model.state_dict().items()}
+    opt_meta = None
+    if optimizer is not None:
+        sd = optimizer.state_dict()
+        state_meta = {}
+        for i, st in sd["state"].items():
+            state_meta[str(i)] = {}
+            for k, v in st.items():
+                if isinstance(v, Tensor):
+                    arrays[f"optim/{i}/{k}"] = _host(v)
+                    state_meta[str(i)][k] = "array"
+                else:
+                    state_meta[str(i)][k] = v
+        opt_meta = {"param_groups": sd["param_groups"], "state": state_meta}
+    manifest = {k: {"shape": list(a.shape), "dtype": str(a.dtype), "sha256": _digest(a)} for k, a in arrays.items()}
+    header = {"format": FORMAT, "arrays": manifest, "optimizer": opt_meta, "meta": meta or {}}
+    arrays["__header__"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".ckpt-", suffix=".npz", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def read(path):
+    """(arrays, header) from `path`, with every array checked against its recorded SHA-256."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if "__header__" not in z.files:
+                raise CheckpointError(f"{path}: not a lazytensor checkpoint (no header)")
+            header = json.loads(z["__header__"].tobytes().decode())
+            arrays = {k: z[k] for k in z.files if k != "__header__"}
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, json.JSONDecodeError) as exc:
+        if isinstance(exc, CheckpointError):
+            raise
+        raise CheckpointError(f"{path}: cannot be read as a checkpoint ({type(exc).__name__}: {exc}); "
+                              f"the file is corrupt or truncated") from None
+    if header.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: unknown checkpoint format {header.get('format')!r}")
+    for k, info in header["arrays"].items():
+        if k not in arrays or _digest(arrays[k]) != info["sha256"]:
+            raise CheckpointError(f"{path}: array {k!r} is missing or its checksum does not match (corrupt file)")
+    return arrays, header
+
+
+def load(path, model, optimizer=None):
+    """Restore `model` (and `optimizer`) from `path`; returns the saved meta dict."""
+    arrays, header = read(path)
+    state = {k[len("model/"):]: v for k, v in arrays.items() if k.startswith("model/")}
+    own = model.state_dict()
+    missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
+    if missing or unexpected:
+        raise CheckpointError(f"{path}: does not match the model: missing {missing}, unexpected {unexpected}")
+    for k, t in own.items():
+        if tuple(state[k].shape) != t.shape or state[k].dtype != t.dtype.np:
+            raise CheckpointError(f"{path}: {k} is {state[k].dtype}{list(state[k].shape)} in the checkpoint but "
+                                  f"{t.dtype.name}{list(t.shape)} in the model")
+    model.load_state_dict(state)
+    if optimizer is not None:
+        opt = header.get("optimizer")
+        if opt is None:
+            raise CheckpointError(f"{path}: holds no optimizer state")
+        restored = {}
+        for i, st in opt["state"].items():
+            restored[int(i)] = {k: (arrays[f"optim/{i}/{k}"] if v == "array" else v) for k, v in st.items()}
+        try:
+            optimizer.load_state_dict({"state": restored, "param_groups": opt["param_groups"]})
+        except (ValueError, IndexError, KeyError) as exc:
+            raise CheckpointError(f"{path}: optimizer state does not match: {exc}") from None
+    return header.get("meta", {})

@@ -1,0 +1,115 @@
+"""Functional forms of the layers: linear, embedding, layer_norm, dropout, gelu, cross_entropy, attention."""
+import math
+
+from .. import dtypes
+from ..activations import log_softmax, softmax  # noqa: F401  (re-exported)
+from ..creation import ones
+from ..random import bernoulli_mask
+from ..tensor import Tensor
+
+_INV_SQRT2 = 1.0 / math.sqrt(2.0)
+
+
+def linear(x, weight, bias=None):
+    out = x @ weight.mT
+    return out if bias is None else out + bias
+
+
+def embedding(idx, weight):
+    """Rows of `weight` at the integer tensor `idx`: shape idx.shape + (embedding_dim,)."""
+    return weight.index_select(0, idx)
+
+
+def gelu(x, approximate="none"):
+    """0.5 * x * (1 + erf(x / sqrt(2))) (exact); approximate="tanh" uses the tanh formula."""
+    if approximate == "tanh":
+        return 0.5 * x * (1.0 + ((x + 0.044715 * x * x * x) * math.sqrt(2.0 / math.pi)).tanh())
+    if approximate != "none":
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return 0.5 * x * (1.0 + (x * _INV_SQRT2).erf())
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """(x - mean) / sqrt(var + eps) over the trailing `normalized_shape` dims (biased variance)."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if x.shape[x.ndim - len(shape):] != shape:
+        raise ValueError(f"layer_norm: input of shape {x.shape} does not end in normalized_shape {shape}")
+    dims = tuple(range(x.ndim - len(shape), x.ndim))
+    centered = x - x.mean(dim=dims, keepdim=True)
+    var = (centered * centered).mean(dim=dims, keepdim=True)
+    out = centered * (var + eps).rsqrt()
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+def dropout(x, p=0.5, training=True):
+    """Zero elements with probability p (mask from the seeded generator) and scale the rest by 1/(1-p)."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: p must be in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return x * 0.0
+    mask = bernoulli_mask(x.shape, 1.0 - p, x.dtype)
+    return x * mask * (1.0 / (1.0 - p))
+
+
+def cross_entropy(logits, target, ignore_index=-100, reduction="mean"):
+    """Softmax cross-entropy of (N, C) logits against (N,) class indices; rows whose target is
+    `ignore_index` count for nothing (the mean is over the other rows)."""
+    if logits.ndim != 2 or target.ndim != 1 or target.shape[0] != logits.shape[0]:
+        raise ValueError(f"cross_entropy: expected logits (N, C) and targets (N,), got {logits.shape} and "
+                         f"{target.shape}")
+    if target.dtype.is_floating_point or target.dtype == dtypes.bool_:
+        raise TypeError(f"cross_entropy: targets must be integer class indices, got {target.dtype}")
+    logp = log_softmax(logits, dim=-1)
+    keep = target != ignore_index
+    safe = target.where(keep, 0)
+    picked = logp.gather(1, safe.unsqueeze(1)).squeeze(1)
+    losses = -(picked * keep.to(logits.dtype))
+    if reduction == "none":
+        return losses
+    if reduction == "sum":
+        return losses.sum()
+    if reduction != "mean":
+        raise ValueError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    return losses.sum() / keep.sum().to(logits.dtype)
+
+
+_CAUSAL = {}
+
+
+def causal_mask(L, S):
+    """The (L, S) bool lower-triangular mask, built once per size and reused (so it stays resident)."""
+    key = (L, S)
+    if key not in _CAUSAL:
+        if len(_CAUSAL) >= 16:
+            _CAUSAL.pop(next(iter(_CAUSAL)))
+        _CAUSAL[key] = ones(L, S, dtype=dtypes.bool_).tril().realize()
+    return _CAUSAL[key]
+
+
+def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 training=True):
+    """softmax(q @ k^T * scale + mask) @ v over the last two dims; is_causal masks future positions."""
+    L, S = q.shape[-2], k.shape[-2]
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = (q @ k.mT) * scale
+    if is_causal:
+        scores = scores.masked_fill(~causal_mask(L, S), float("-inf"))
+    if attn_mask is not None:
+        if attn_mask.dtype == dtypes.bool_:
+            scores = scores.masked_fill(~attn_mask, float("-inf"))
+        else:
+            scores = scores + attn_mask
+    weights = softmax(scores, dim=-1)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p, training)
+    return weights @ v
+
+
+__all__ = ["linear", "embedding", "gelu", "layer_norm", "dropout", "cross_entropy", "softmax", "log_softmax",
+           "scaled_dot_product_attention", "Tensor"]

@@ -1,0 +1,125 @@
+"""Layers: Linear, Embedding, LayerNorm, Dropout, GELU, ReLU, Sequential, ModuleList."""
+import math
+
+from .. import autograd
+from ..creation import ones, zeros
+from ..random import randn, uniform
+from . import functional as F
+from .module import Module, Parameter
+
+
+class Linear(Module):
+    """y = x @ W.T + b, W of shape (out, in); PyTorch's init: U(-1/sqrt(in), 1/sqrt(in))."""
+
+    def __init__(self, in_features, out_features, bias=True):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        bound = 1.0 / math.sqrt(in_features) if in_features else 0.0
+        with autograd.no_grad():
+            self.weight = Parameter(uniform(out_features, in_features, low=-bound, high=bound))
+            self.bias = Parameter(uniform(out_features, low=-bound, high=bound)) if bias else None
+
+    def forward(self, x):
+        return F.linear(x, self.weight, self.bias)
+
+    def extra_repr(self):
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class Embedding(Module):
+    """Row lookup in a (num_embeddings, embedding_dim) table, initialized N(0, 1)."""
+
+    def __init__(self, num_embeddings, embedding_dim):
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        with autograd.no_grad():
+            self.weight = Parameter(randn(num_embeddings, embedding_dim))
+
+    def forward(self, idx):
+        return F.embedding(idx, self.weight)
+
+    def extra_repr(self):
+        return f"{self.num_embeddings}, {self.embedding_dim}"
+
+
+class LayerNorm(Module):
+    """Normalize over the last dims to mean 0, variance 1 (biased), then scale and shift."""
+
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True):
+        super().__init__()
+        self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.eps = eps
+        self.weight = Parameter(ones(*self.normalized_shape)) if elementwise_affine else None
+        self.bias = Parameter(zeros(*self.normalized_shape)) if elementwise_affine and bias else None
+
+    def forward(self, x):
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
+class Dropout(Module):
+    """Zero each element with probability p in training (scaling the rest by 1/(1-p)); identity in eval."""
+
+    def __init__(self, p=0.5):
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
+        self.p = p
+
+    def forward(self, x):
+        return F.dropout(x, self.p, self.training)
+
+    def extra_repr(self):
+        return f"p={self.p}"
+
+
+class GELU(Module):
+    """The exact (erf-based) GELU."""
+
+    def forward(self, x):
+        return F.gelu(x)
+
+
+class ReLU(Module):
+    def forward(self, x):
+        return x.relu()
+
+
+class Sequential(Module):
+    def __init__(self, *modules):
+        super().__init__()
+        for i, m in enumerate(modules):
+            setattr(self, str(i), m)
+
+    def forward(self, x):
+        for m in self._modules.values():
+            x = m(x)
+        return x
+
+    def __getitem__(self, i):
+        return list(self._modules.values())[i]
+
+    def __len__(self):
+        return len(self._modules)
+
+
+class ModuleList(Module):
+    def __init__(self, modules=()):
+        super().__init__()
+        for m in modules:
+            self.append(m)
+
+    def append(self, module):
+        setattr(self, str(len(self._modules)), module)
+        return self
+
+    def __getitem__(self, i):
+        return list(self._modules.values())[i]
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def __len__(self):
+        return len(self._modules)

@@ -1,0 +1,23 @@
+"""Gradient utilities."""
+from .. import autograd
+from ..tensor import Tensor
+
+
+def clip_grad_norm_(parameters, max_norm, eps=1e-6):
+    """Scale all gradients so their global L2 norm is at most max_norm; returns the norm (a lazy scalar)."""
+    if isinstance(parameters, Tensor):
+        parameters = [parameters]
+    grads = [p.grad for p in parameters if p.grad is not None]
+    if not grads:
+        raise ValueError("clip_grad_norm_: no parameter has a gradient; call backward() first")
+    with autograd.no_grad():
+        total = None
+        for g in grads:
+            sq = (g * g).sum()
+            total = sq if total is None else total + sq
+        norm = total.sqrt()
+        coef = (max_norm / (norm + eps)).clip(max=1.0)
+        for p in parameters:
+            if p.grad is not None:
+                p.grad = p.grad * coef
+    return norm

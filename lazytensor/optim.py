@@ -1,0 +1,169 @@
+"""Optimizers (SGD with momentum, AdamW) with PyTorch's parameter groups and state_dict, and a cosine
+learning-rate schedule with linear warmup. A step builds the updates lazily, then realizes the new
+parameters and state together, so they stay wherever the parameters live."""
+import math
+
+import numpy as np
+
+from . import autograd, dtypes
+from .creation import tensor, zeros_like
+from .evaluation import realize
+from .tensor import Tensor
+
+
+def _host_scalar(value):
+    """A 0-d float64 value on the host: it reaches a device kernel as a parameter, not as a copy."""
+    return tensor(np.float64(value), dtype=dtypes.float64)
+
+
+class Optimizer:
+    """Holds parameter groups (lists of dicts, as PyTorch takes them) and per-parameter state."""
+
+    def __init__(self, params, defaults):
+        params = list(params)
+        if not params:
+            raise ValueError(f"{type(self).__name__}: got an empty parameter list")
+        groups = params if isinstance(params[0], dict) else [{"params": params}]
+        self.defaults = defaults
+        self.param_groups = []
+        seen = set()
+        for group in groups:
+            unknown = set(group) - set(defaults) - {"params"}
+            if unknown:
+                raise ValueError(f"{type(self).__name__}: unknown options {sorted(unknown)} in a parameter group")
+            g = {**defaults, **group, "params": list(group["params"])}
+            for p in g["params"]:
+                if not isinstance(p, Tensor) or not p.requires_grad:
+                    raise TypeError(f"{type(self).__name__}: every parameter must be a tensor that requires grad")
+                if id(p) in seen:
+                    raise ValueError(f"{type(self).__name__}: a parameter appears in more than one group")
+                seen.add(id(p))
+            self.param_groups.append(g)
+        self.state = {}
+
+    def _params(self):
+        return [p for g in self.param_groups for p in g["params"]]
+
+    def zero_grad(self, set_to_none=True):
+        for p in self._params():
+            p.grad = None
+
+    def _realize(self):
+        targets = []
+        for p in self._params():
+            targets.append(p)
+            targets.extend(v for v in self.state.get(id(p), {}).values() if isinstance(v, Tensor))
+        realize(*targets)
+
+    def state_dict(self):
+        """{"state": {index: {...}}, "param_groups": [{hyperparameters, "params": [index, ...]}]}."""
+        index = {id(p): i for i, p in enumerate(self._params())}
+        state = {index[k]: dict(v) for k, v in self.state.items() if k in index}
+        groups = [{**{k: v for k, v in g.items() if k != "params"}, "params": [index[id(p)] for p in g["params"]]}
+                  for g in self.param_groups]
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        params = self._params()
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups) or any(
+                len(a["params"]) != len(b["params"]) for a, b in zip(groups, self.param_groups)):
+            raise ValueError("load_state_dict: the saved parameter groups do not match this optimizer's")
+        for saved, own in zip(groups, self.param_groups):
+            own.update({k: v for k, v in saved.items() if k != "params"})
+        self.state = {}
+        for i, st in state_dict["state"].items():
+            p = params[int(i)]
+            entry = {}
+            for k, v in st.items():
+                if isinstance(v, (Tensor, np.ndarray)):
+                    if tuple(v.shape) != p.shape:
+                        raise ValueError(f"load_state_dict: state {k!r} of parameter {i} has shape "
+                                         f"{tuple(v.shape)}, the parameter {p.shape}")
+                    v = tensor(v, dtype=p.dtype) if isinstance(v, np.ndarray) else v
+                entry[k] = v
+            self.state[id(p)] = entry
+
+
+class SGD(Optimizer):
+    """p <- p - lr * (g + wd p), with momentum buf <- momentum buf + g (PyTorch's form, no dampening)."""
+
+    def __init__(self, params, lr=1e-3, momentum=0.0, weight_decay=0.0):
+        super().__init__(params, {"lr": lr, "momentum": momentum, "weight_decay": weight_decay})
+
+    @autograd.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g = p.grad
+                if group["weight_decay"]:
+                    g = g + p * group["weight_decay"]
+                if group["momentum"]:
+                    st = self.state.setdefault(id(p), {})
+                    buf = st.get("momentum_buffer")
+                    buf = g if buf is None else buf * group["momentum"] + g
+                    st["momentum_buffer"] = buf
+                    g = buf
+                p._node = (p - g * group["lr"])._node
+        self._realize()
+
+
+class AdamW(Optimizer):
+    """Adam with decoupled weight decay (PyTorch's defaults); each parameter's update is one fused node."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+        if lr < 0 or eps < 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
+            raise ValueError(f"AdamW: invalid lr={lr}, betas={betas} or eps={eps}")
+        super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay})
+
+    @autograd.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            b1, b2 = group["betas"]
+            attrs = {"beta1": b1, "beta2": b2, "eps": group["eps"], "weight_decay": group["weight_decay"]}
+            lr = _host_scalar(group["lr"])
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                st = self.state.get(id(p))
+                if st is None:
+                    st = self.state[id(p)] = {"step": 0, "exp_avg": zeros_like(p), "exp_avg_sq": zeros_like(p)}
+                st["step"] += 1
+                bias1, bias2 = _host_scalar(1 - b1 ** st["step"]), _host_scalar(1 - b2 ** st["step"])
+                inputs = (p, p.grad, st["exp_avg"], st["exp_avg_sq"], lr, bias1, bias2)
+                packed = Tensor._from_op("adamw", inputs, attrs, (3,) + p.shape, p.dtype)
+                p._node = packed[0]._node
+                st["exp_avg"], st["exp_avg_sq"] = packed[1], packed[2]
+        self._realize()
+
+
+class CosineWarmupLR:
+    """lr(step) = base * step / warmup during warmup, then cosine from base down to min_lr at total_steps."""
+
+    def __init__(self, optimizer, warmup_steps, total_steps, min_lr=0.0):
+        if total_steps <= 0 or warmup_steps < 0:
+            raise ValueError("CosineWarmupLR: total_steps must be positive and warmup_steps non-negative")
+        self.optimizer = optimizer
+        self.warmup, self.total, self.min_lr = warmup_steps, total_steps, min_lr
+        self.base_lrs = [g["lr"] for g in optimizer.param_groups]
+        self.last_step = 0
+        self._apply()
+
+    def lr_at(self, base, step):
+        if step < self.warmup:
+            return base * (step + 1) / self.warmup
+        progress = min(1.0, (step - self.warmup) / max(1, self.total - self.warmup))
+        return self.min_lr + 0.5 * (base - self.min_lr) * (1.0 + math.cos(math.pi * progress))
+
+    def _apply(self):
+        for g, base in zip(self.optimizer.param_groups, self.base_lrs):
+            g["lr"] = self.lr_at(base, self.last_step)
+
+    def step(self):
+        self.last_step += 1
+        self._apply()
+
+    def get_last_lr(self):
+        return [g["lr"] for g in self.optimizer.param_groups]
