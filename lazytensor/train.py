@@ -36,6 +36,31 @@ class TrainConfig:
     resume: str = None
 
 
+def train_step(model, opt, params, x, y, grad_clip):
+    """One step: forward, backward, clip, AdamW update (realized). Returns the loss, still lazy/resident."""
+    _, loss = model(x, y)
+    opt.zero_grad()
+    loss.backward()
+    nn.utils.clip_grad_norm_(params, grad_clip)
+    opt.step()
+    return loss
+
+
+def build(cfg, data):
+    """The model (on the active device), its optimizer with decay/no-decay groups, and the schedule."""
+    sizes = dict(CONFIGS[cfg.config])
+    sizes.pop("batch_size")
+    model = GPT(GPTConfig(vocab_size=data.vocab_size, dropout=cfg.dropout, **sizes))
+    if get_device() != "cpu":
+        model.to(get_device())
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    opt = optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                       {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.99))
+    sched = optim.CosineWarmupLR(opt, cfg.warmup, cfg.steps, min_lr=cfg.lr * cfg.min_lr_ratio)
+    return model, opt, sched
+
+
 def evaluate(model, data, batch_size, block_size, iters):
     """Mean loss over `iters` seeded batches of each split (no gradients, eval mode)."""
     model.eval()
@@ -60,17 +85,9 @@ def run(cfg, out=sys.stdout):
     manual_seed(cfg.seed)
     text = open(cfg.text, encoding="utf-8").read() if cfg.text else default_corpus()
     data = CharDataset(text)
-    sizes = dict(CONFIGS[cfg.config])
-    batch_size = sizes.pop("batch_size")
-    model = GPT(GPTConfig(vocab_size=data.vocab_size, dropout=cfg.dropout, **sizes))
+    batch_size, block = CONFIGS[cfg.config]["batch_size"], CONFIGS[cfg.config]["block_size"]
     device = get_device()
-    if device != "cpu":
-        model.to(device)
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
-    opt = optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                       {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.99))
-    sched = optim.CosineWarmupLR(opt, cfg.warmup, cfg.steps, min_lr=cfg.lr * cfg.min_lr_ratio)
+    model, opt, sched = build(cfg, data)
     start_step = 0
     if cfg.resume:
         meta = checkpoint.load(cfg.resume, model, opt)
@@ -78,7 +95,6 @@ def run(cfg, out=sys.stdout):
         sched.last_step = start_step
         sched._apply()
     params = list(model.parameters())
-    block = sizes["block_size"]
     print(f"lazytensor train: config {cfg.config} ({model.num_parameters():,} parameters, "
           f"{len(data.train):,} training chars, vocab {data.vocab_size}), device {device}, "
           f"{cfg.steps} steps, batch {batch_size} x {block}", file=out)
@@ -92,11 +108,7 @@ def run(cfg, out=sys.stdout):
             if device != "cpu":
                 x.to(device)
                 y.to(device)
-            _, loss = model(x, y)
-            opt.zero_grad()
-            loss.backward()
-            nn.utils.clip_grad_norm_(params, cfg.grad_clip)
-            opt.step()
+            loss = train_step(model, opt, params, x, y, cfg.grad_clip)
             sched.step()
             step_times.append(time.perf_counter() - t0)
             window_steps += 1

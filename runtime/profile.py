@@ -9,6 +9,7 @@ import json
 import sys
 
 from . import devices
+from .counters import COUNTERS
 from .transfers import LOG
 
 
@@ -33,6 +34,7 @@ class Profile:
         self._hits = dict(LOG.operand_hits)
         self._misses = dict(LOG.operand_misses)
         self._dev = _device_counters()
+        self._reads = dict(COUNTERS.host_reads)
         self._stack = contextlib.ExitStack()
         self._peaks = {d.name: self._stack.enter_context(d.memory.watch_peak()) for d in devices.all_devices()}
         LOG.profiling += 1
@@ -62,6 +64,8 @@ class Profile:
         for k in self.kernels:
             by_backend[k.backend] = by_backend.get(k.backend, 0) + 1
         stats["kernels_by_backend"] = by_backend
+        stats["host_reads"] = {k: v - self._reads.get(k, 0) for k, v in COUNTERS.host_reads.items()
+                               if v - self._reads.get(k, 0)}
         self.stats = stats
         self._stack.close()
         return False
@@ -85,6 +89,8 @@ class Profile:
         for backend, count in sorted(s["kernels_by_backend"].items()):
             secs = sum(k.duration_s for k in self.kernels if k.backend == backend)
             lines.append(f"  {backend:<12} {count:>7} launches {secs * 1e3:>10.3f} ms")
+        reads = ", ".join(f"{k} {v}" for k, v in sorted(s["host_reads"].items())) or "none"
+        lines.append(f"host reads (values the program looked at): {reads}")
         lines.append(f"operand hits {s['operand_hits']}, misses {s['operand_misses']}, "
                      f"evictions {s['evictions']}")
         for name, d in s["devices"].items():

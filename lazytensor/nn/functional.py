@@ -82,13 +82,14 @@ def cross_entropy(logits, target, ignore_index=-100, reduction="mean"):
 _CAUSAL = {}
 
 
-def causal_mask(L, S):
-    """The (L, S) bool lower-triangular mask, built once per size and reused (so it stays resident)."""
+def future_mask(L, S):
+    """(L, S) bool, True above the diagonal (the positions causal attention hides). Built once per size
+    and reused, so after its first upload it stays resident on the device."""
     key = (L, S)
     if key not in _CAUSAL:
         if len(_CAUSAL) >= 16:
             _CAUSAL.pop(next(iter(_CAUSAL)))
-        _CAUSAL[key] = ones(L, S, dtype=dtypes.bool_).tril().realize()
+        _CAUSAL[key] = ones(L, S, dtype=dtypes.bool_).triu(1).realize()
     return _CAUSAL[key]
 
 
@@ -99,7 +100,7 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_caus
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = (q @ k.mT) * scale
     if is_causal:
-        scores = scores.masked_fill(~causal_mask(L, S), float("-inf"))
+        scores = scores.masked_fill(future_mask(L, S), float("-inf"))
     if attn_mask is not None:
         if attn_mask.dtype == dtypes.bool_:
             scores = scores.masked_fill(~attn_mask, float("-inf"))

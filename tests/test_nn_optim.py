@@ -1,0 +1,193 @@
+"""nn.Module plumbing, layers, and the optimizers against their formulas."""
+import math
+
+import numpy as np
+import pytest
+
+import lazytensor as lt
+from lazytensor import nn, optim
+import lazytensor.nn.functional as F
+
+
+class Tiny(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 4)
+        self.b = nn.Linear(4, 3, bias=False)
+        self.b.weight = nn.Parameter(self.a.weight.mT.contiguous().detach())
+        self.register_buffer("scale", lt.tensor([2.0]))
+
+    def forward(self, x):
+        return self.b(self.a(x).relu()) * self.scale
+
+
+def test_parameters_buffers_and_state_dict_names():
+    m = Tiny()
+    assert [n for n, _ in m.named_parameters()] == ["a.weight", "a.bias", "b.weight"]
+    assert list(m.state_dict()) == ["scale", "a.weight", "a.bias", "b.weight"]
+    assert m.num_parameters() == 12 + 4 + 12
+
+
+def test_tied_parameters_are_listed_once():
+    emb = nn.Embedding(5, 3)
+    head = nn.Linear(3, 5, bias=False)
+    head.weight = emb.weight
+    seq = nn.Sequential(emb, head)
+    assert len(list(seq.parameters())) == 1
+
+
+def test_load_state_dict_copies_values_and_names_mismatches():
+    m, other = Tiny(), Tiny()
+    other.load_state_dict(m.state_dict())
+    for (_, a), (_, b) in zip(m.named_parameters(), other.named_parameters()):
+        assert a.numpy().tobytes() == b.numpy().tobytes()
+    with pytest.raises(KeyError, match="missing keys \\['scale'\\]"):
+        other.load_state_dict({k: v for k, v in m.state_dict().items() if k != "scale"})
+    bad = dict(m.state_dict())
+    bad["a.bias"] = lt.zeros(7)
+    with pytest.raises(ValueError, match="a.bias has shape \\(7,\\)"):
+        other.load_state_dict(bad)
+
+
+def test_train_and_eval_switch_dropout():
+    m = nn.Sequential(nn.Dropout(0.5))
+    x = lt.ones(1000)
+    assert (m(x).numpy() == 0).any()
+    m.eval()
+    assert not m.training and m(x) is x
+
+
+def test_linear_matches_numpy_and_pytorch_init_bound():
+    lt.manual_seed(0)
+    layer = nn.Linear(100, 7)
+    w = layer.weight.numpy()
+    assert w.shape == (7, 100) and np.abs(w).max() <= 0.1
+    x = np.random.default_rng(0).normal(size=(5, 100)).astype(np.float32)
+    np.testing.assert_allclose(layer(lt.tensor(x)).numpy(), x @ w.T + layer.bias.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_layer_norm_matches_the_formula():
+    x = np.random.default_rng(1).normal(size=(4, 6))
+    got = nn.LayerNorm(6)(lt.tensor(x)).numpy()
+    want = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_gelu_is_the_exact_erf_form():
+    x = np.linspace(-4, 4, 81)
+    want = 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+    np.testing.assert_allclose(F.gelu(lt.tensor(x)).numpy(), want, rtol=1e-14, atol=1e-15)
+
+
+def test_cross_entropy_matches_the_formula_and_ignores_rows():
+    logits = np.random.default_rng(2).normal(size=(5, 4))
+    target = np.array([0, 3, -1, 2, 1])
+    got = F.cross_entropy(lt.tensor(logits), lt.tensor(target), ignore_index=-1).item()
+    logp = logits - np.log(np.exp(logits).sum(1, keepdims=True))
+    rows = [i for i in range(5) if target[i] != -1]
+    assert got == pytest.approx(-np.mean([logp[i, target[i]] for i in rows]), rel=1e-12)
+    assert F.cross_entropy(lt.tensor(logits), lt.tensor(target), ignore_index=-1, reduction="none").shape == (5,)
+
+
+def test_attention_is_causal():
+    q = lt.randn(1, 4, 8)
+    v = lt.randn(1, 4, 8)
+    out = F.scaled_dot_product_attention(q, q, v, is_causal=True).numpy()
+    assert np.allclose(out[0, 0], v.numpy()[0, 0], atol=1e-6)  # the first position sees only itself
+
+
+def test_sgd_with_momentum_and_weight_decay_follows_pytorchs_formula():
+    p = lt.tensor([1.0, -2.0], requires_grad=True)
+    opt = optim.SGD([p], lr=0.1, momentum=0.9, weight_decay=0.01)
+    w, buf = np.array([1.0, -2.0]), None
+    for _ in range(3):
+        (p * p).sum().backward()
+        opt.step()
+        opt.zero_grad()
+        g = 2 * w + 0.01 * w
+        buf = g if buf is None else 0.9 * buf + g
+        w = w - 0.1 * buf
+    np.testing.assert_allclose(p.numpy(), w, rtol=1e-6)
+
+
+def test_adamw_follows_pytorchs_formula():
+    p = lt.tensor([0.5, -1.5, 2.0], dtype=lt.float64, requires_grad=True)
+    opt = optim.AdamW([p], lr=0.01, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1)
+    w, m, v = np.array([0.5, -1.5, 2.0]), np.zeros(3), np.zeros(3)
+    for t in range(1, 6):
+        (p * p * p).sum().backward()
+        opt.step()
+        opt.zero_grad()
+        g = 3 * w * w
+        w = w * (1 - 0.01 * 0.1)
+        m = 0.9 * m + 0.1 * g
+        v = 0.99 * v + 0.01 * g * g
+        w = w - (0.01 / (1 - 0.9 ** t)) * m / (np.sqrt(v) / math.sqrt(1 - 0.99 ** t) + 1e-8)
+    np.testing.assert_allclose(p.numpy(), w, rtol=1e-14)
+
+
+def test_adamw_update_is_one_fused_node_per_parameter():
+    p = lt.tensor([1.0, 2.0], requires_grad=True)
+    opt = optim.AdamW([p])
+    (p * 2).sum().backward()
+    with lt.profile() as prof:
+        opt.step()
+    assert sum(k.op == "adamw" for k in prof.kernels) == 1
+
+
+def test_parameter_groups_take_their_own_options():
+    a, b = lt.ones(2, requires_grad=True), lt.ones(2, requires_grad=True)
+    opt = optim.AdamW([{"params": [a], "weight_decay": 0.5}, {"params": [b], "lr": 0.1}], lr=0.01)
+    assert [g["weight_decay"] for g in opt.param_groups] == [0.5, 0.01]
+    assert [g["lr"] for g in opt.param_groups] == [0.01, 0.1]
+    with pytest.raises(ValueError, match="unknown options"):
+        optim.AdamW([{"params": [a], "momentum": 0.9}])
+    with pytest.raises(ValueError, match="more than one group"):
+        optim.SGD([{"params": [a]}, {"params": [a]}])
+
+
+def test_optimizer_state_dict_round_trip():
+    p = lt.tensor([1.0, 2.0], requires_grad=True)
+    opt = optim.AdamW([p], lr=0.05)
+    (p * p).sum().backward()
+    opt.step()
+    q = lt.tensor(p.numpy(), requires_grad=True)
+    opt2 = optim.AdamW([q], lr=0.05)
+    opt2.load_state_dict(opt.state_dict())
+    for o, t in ((opt, p), (opt2, q)):
+        o.zero_grad()
+        (t * t).sum().backward()
+        o.step()
+    assert p.numpy().tobytes() == q.numpy().tobytes()
+
+
+def test_cosine_schedule_with_warmup():
+    p = lt.ones(1, requires_grad=True)
+    opt = optim.SGD([p], lr=1.0)
+    sched = optim.CosineWarmupLR(opt, warmup_steps=4, total_steps=14, min_lr=0.1)
+    lrs = [sched.get_last_lr()[0]]
+    for _ in range(14):
+        sched.step()
+        lrs.append(sched.get_last_lr()[0])
+    assert lrs[:4] == [0.25, 0.5, 0.75, 1.0]
+    assert lrs[9] == pytest.approx(0.1 + 0.45 * (1 + math.cos(math.pi * 0.5)))
+    assert lrs[14] == pytest.approx(0.1)
+
+
+def test_clip_grad_norm_scales_to_max_norm_and_returns_the_norm():
+    a, b = lt.ones(3, requires_grad=True), lt.ones(4, requires_grad=True)
+    ((a * 3).sum() + (b * 4).sum()).backward()
+    norm = nn.utils.clip_grad_norm_([a, b], 1.0)
+    assert not norm.is_realized
+    assert norm.item() == pytest.approx(math.sqrt(3 * 9 + 4 * 16))
+    total = math.sqrt((a.grad * a.grad).sum().item() + (b.grad * b.grad).sum().item())
+    assert total == pytest.approx(1.0, rel=1e-5)
+
+
+def test_module_to_device_moves_parameters_and_buffers(virtual):
+    virtual()
+    m = Tiny()
+    m.to("virtual")
+    assert all(p.device == "virtual" for p in m.parameters()) and m.scale.device == "virtual"
+    m.to("cpu")
+    assert all(p.residency is lt.Residency.HOST for p in m.parameters())
