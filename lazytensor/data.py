@@ -4,6 +4,7 @@ import numpy as np
 from . import dtypes
 from .creation import tensor
 from .random import randint
+from .runtime import hostio
 
 
 def default_corpus():
@@ -42,7 +43,8 @@ class CharDataset:
         data = self.train if split == "train" else self.val
         if len(data) <= block_size + 1:
             raise ValueError(f"batch: the {split} split has {len(data)} tokens, fewer than block_size + 2")
-        starts = randint(0, len(data) - block_size - 1, (batch_size,)).numpy()
+        # Offsets are drawn from the seeded generator and read on the host (a read named "data").
+        starts = hostio.host_array(randint(0, len(data) - block_size - 1, (batch_size,))._node, "data")
         idx = starts[:, None] + np.arange(block_size)[None, :]
         return tensor(data[idx], dtype=dtypes.int64), tensor(data[idx + 1], dtype=dtypes.int64)
 

@@ -8,7 +8,10 @@ _GLYPHS = {  # 3x5 pixel digits and a few signs, rows top to bottom
     "0": "111101101101111", "1": "010110010010111", "2": "111001111100111", "3": "111001111001111",
     "4": "101101111001001", "5": "111100111001111", "6": "111100111101111", "7": "111001001001001",
     "8": "111101111101111", "9": "111101111001111", ".": "000000000000010", "-": "000000111000000",
-    " ": "000000000000000", "k": "100101110101101",
+    " ": "000000000000000", "k": "100101110101101", "l": "100100100100111", "o": "000111101101111",
+    "s": "000111110011111", "t": "010111010010011", "e": "000111111100111", "p": "000111101111100",
+    "v": "000101101101010", "a": "000011101101011", "i": "010000010010010", "n": "000110101101101",
+    "r": "000101110100100",
 }
 _COLORS = [(31, 119, 180), (214, 39, 40), (44, 160, 44)]
 
@@ -37,10 +40,10 @@ def _fmt(v):
     return f"{v:.2f}" if abs(v) < 100 else f"{v:.0f}"
 
 
-def render(series, width=720, height=420):
+def render(series, width=720, height=440):
     """An RGB image of named (xs, ys) series on shared axes, with numeric tick labels."""
     img = np.full((height, width, 3), 255, np.uint8)
-    left, right, top, bottom = 70, 20, 20, 40
+    left, right, top, bottom = 70, 20, 20, 60
     xs_all = np.concatenate([np.asarray(x, float) for x, _ in series.values()])
     ys_all = np.concatenate([np.asarray(y, float) for _, y in series.values()])
     x0, x1 = float(xs_all.min()), float(max(xs_all.max(), xs_all.min() + 1))
@@ -62,6 +65,11 @@ def render(series, width=720, height=420):
         _text(img, int(xp) - 10, top + ph + 10, f"{xv:.0f}")
     _line(img, left, top, left, top + ph, (0, 0, 0))
     _line(img, left, top + ph, left + pw, top + ph, (0, 0, 0))
+    _text(img, left + pw // 2 - 16, top + ph + 26, "step", scale=2)
+    for i, (color, name) in enumerate(zip(_COLORS, series)):  # legend, top right
+        y = top + 8 + 16 * i
+        img[y:y + 10, left + pw - 140:left + pw - 130] = color
+        _text(img, left + pw - 124, y, name.lower())
     for color, (xs, ys) in zip(_COLORS, series.values()):
         pts = [px(x, y) for x, y in zip(xs, ys)]
         for (a, b), (c, d) in zip(pts, pts[1:]):

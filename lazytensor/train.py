@@ -140,7 +140,8 @@ def run(cfg, out=sys.stdout):
         print(f"  {name}: {d}", file=out)
     if cfg.png:
         from .plot import loss_curve
-        loss_curve(cfg.png, {"train loss": (history["steps"], history["loss"])})
+        loss_curve(cfg.png, {"train loss": (history["steps"], history["loss"]),
+                             "val loss": ([cfg.steps - 1], [losses["val"]])})
         print(f"loss curve written to {cfg.png}", file=out)
     if cfg.checkpoint:
         checkpoint.save(cfg.checkpoint, model, opt, meta={"step": cfg.steps, "config": cfg.config,

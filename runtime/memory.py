@@ -6,6 +6,7 @@ import gc
 import os
 import re
 import sys
+import time
 import weakref
 
 import numpy as np
@@ -77,6 +78,7 @@ class DeviceMemory:
         self._scope_peaks = []
         self.evictions = 0
         self.evicted_bytes = 0
+        self._last_gc = (float("-inf"), False)
         self.memory_fallbacks = 0  # requests refused (budget or device full): the kernel ran elsewhere
         self.budget = default_budget(backend.mem_info()[0])
 
@@ -123,11 +125,19 @@ class DeviceMemory:
         while block is None and self._evict_one():
             self.free_cache()
             block = attempt()
-        if block is None:
-            gc.collect()  # finalizers of dropped tensors return their blocks
+        if block is None and self._gc_may_help():
+            before = self.resident_bytes
+            gc.collect()  # finalizers of tensors dropped inside reference cycles return their blocks
+            self._last_gc = (time.monotonic(), self.resident_bytes < before)
             self.free_cache()
             block = attempt()
         return block
+
+    def _gc_may_help(self):
+        # A full collection costs milliseconds in a large process; after one that freed nothing, wait a
+        # second before trying again (dropped tensors outside cycles are freed at once by refcounting).
+        when, helped = self._last_gc
+        return helped or time.monotonic() - when > 1.0
 
     def free_cache(self):
         """Return every cached block to the device."""

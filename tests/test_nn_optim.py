@@ -191,3 +191,18 @@ def test_module_to_device_moves_parameters_and_buffers(virtual):
     assert all(p.device == "virtual" for p in m.parameters()) and m.scale.device == "virtual"
     m.to("cpu")
     assert all(p.residency is lt.Residency.HOST for p in m.parameters())
+
+
+def test_gpt_with_an_untied_head_has_its_own_output_matrix():
+    from lazytensor.models import GPT, GPTConfig
+    lt.manual_seed(0)
+    tied = GPT(GPTConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=8))
+    untied = GPT(GPTConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=8, tie_weights=False))
+    assert untied.num_parameters() == tied.num_parameters() + 11 * 8
+    idx = lt.tensor([[1, 2, 3], [4, 5, 6]])
+    logits, loss = untied(idx, idx)
+    assert logits.shape == (2, 3, 11) and loss.shape == ()
+    loss.backward()
+    assert untied.lm_head.weight.grad is not None and untied.wte.weight.grad is not None
+    with pytest.raises(ValueError, match="exceeds block_size 8"):
+        untied(lt.zeros(1, 9, dtype=lt.int64))

@@ -70,12 +70,12 @@ def test_the_training_command_runs_and_writes_a_png_and_a_checkpoint(tmp_path):
     assert out.returncode == 0, out.stderr
     text = out.stdout
     for expected in ("step     0 | loss", "tok/s", "ms/step", "final loss: train", "unigram baseline", "sample:",
-                     "host reads (values the program looked at): item 3", "residency stats"):
+                     "host reads (values the program looked at): data 4, item 3", "residency stats"):
         assert expected in text
     raw = png.read_bytes()
     assert raw[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", raw[16:24])
-    assert (width, height) == (720, 420)
+    assert (width, height) == (720, 440)
     assert zlib.decompress(raw[raw.index(b"IDAT") + 4:raw.index(b"IEND") - 8])  # the image data inflates
     assert checkpoint.read(str(ckpt))[1]["meta"]["step"] == 4
 

@@ -1,0 +1,64 @@
+"""Shared benchmark plumbing: the result header (machine, versions, threads, date) and robust timing."""
+import datetime
+import os
+import platform
+import statistics
+import subprocess
+import time
+
+
+def machine():
+    cpu = platform.processor() or "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}"
+
+
+def versions():
+    import numpy
+    import lazytensor
+    parts = [f"Python {platform.python_version()}", f"NumPy {numpy.__version__}",
+             f"lazytensor {lazytensor.__version__} ({git_revision()})"]
+    try:
+        import numba
+        parts.append(f"numba {numba.__version__}")
+    except ImportError:
+        pass
+    try:
+        import torch
+        parts.append(f"PyTorch {torch.__version__}")
+    except ImportError:
+        parts.append("PyTorch not installed")
+    return ", ".join(parts)
+
+
+def git_revision():
+    try:
+        here = os.path.dirname(os.path.abspath(__file__))
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=here)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, cwd=here).stdout.strip()
+        return rev.stdout.strip() + ("+changes" if dirty else "") if rev.returncode == 0 else "unknown"
+    except OSError:
+        return "unknown"
+
+
+def header(title, threads):
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return (f"## {title}\n\nMachine: {machine()}. {versions()}. Threads: {threads}. Date: {now}.\n")
+
+
+def timed(fn, sync=None):
+    """Seconds one call of fn takes; `sync` (a device synchronize) runs before the clock is read."""
+    t0 = time.perf_counter()
+    fn()
+    if sync is not None:
+        sync()
+    return time.perf_counter() - t0
+
+
+def summary(samples):
+    return {"median": statistics.median(samples), "min": min(samples), "n": len(samples)}
