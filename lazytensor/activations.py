@@ -8,7 +8,7 @@ def softmax(x, dim=-1, *, axis=None):
     d = axis if axis is not None else dim
     if not x.dtype.is_floating_point:
         x = x.float()
-    shifted = binary("sub", x, amax(x, d, keepdim=True))
+    shifted = binary("sub", x, amax(x.detach(), d, keepdim=True))  # shift-invariant: no gradient via max
     e = unary("exp", shifted)
     return binary("div", e, sum_(e, d, keepdim=True))
 
@@ -18,5 +18,5 @@ def log_softmax(x, dim=-1, *, axis=None):
     d = axis if axis is not None else dim
     if not x.dtype.is_floating_point:
         x = x.float()
-    shifted = binary("sub", x, amax(x, d, keepdim=True))
+    shifted = binary("sub", x, amax(x.detach(), d, keepdim=True))  # shift-invariant: no gradient via max
     return binary("sub", shifted, unary("log", sum_(unary("exp", shifted), d, keepdim=True)))

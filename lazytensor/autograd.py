@@ -221,6 +221,10 @@ def _matmul(inputs, out, attrs, g):
     a, b = inputs
     if a.ndim == 1 and b.ndim == 1:
         return (g * b, g * a)
+    if a.ndim > 2 and b.ndim == 2:
+        # A weight shared by every matrix of the stack: its gradient is one product over all rows.
+        k, m = b.shape
+        return (g @ b.mT, a.reshape(-1, k).mT @ g.reshape(-1, m))
     a2 = a.unsqueeze(0) if a.ndim == 1 else a
     b2 = b.unsqueeze(-1) if b.ndim == 1 else b
     g2 = g

@@ -4,7 +4,11 @@ import numpy as np
 
 def matmul(attrs, a, b):
     dtype = np.dtype(attrs["dtype"])
-    return np.asarray(np.matmul(a.astype(dtype, copy=False), b.astype(dtype, copy=False)))
+    a, b = a.astype(dtype, copy=False), b.astype(dtype, copy=False)
+    if a.ndim > 2 and b.ndim == 2:
+        # A rank-2 weight under a stacked activation: one (batch*n, k) @ (k, m) product, not `batch` small ones.
+        return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + (b.shape[-1],))
+    return np.asarray(np.matmul(a, b))
 
 
 LINALG_KERNELS = {"matmul": matmul}
