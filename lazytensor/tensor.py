@@ -181,6 +181,10 @@ class Tensor:
         suffix = "" if self.dtype in default else f", dtype={self.dtype!r}"
         if arr.size == 0:
             suffix = f", size={self.shape}" + (f", dtype={self.dtype!r}" if self.dtype != dtypes.float32 else "")
+        if self._grad_fn is not None:
+            suffix += f", grad_fn=<{self._grad_fn.op}>"
+        elif self.requires_grad:
+            suffix += ", requires_grad=True"
         return f"tensor({body}{suffix})"
 
     __str__ = __repr__

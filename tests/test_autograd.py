@@ -231,3 +231,9 @@ def test_create_graph_gives_second_derivatives():
     x.grad = None
     g.sum().backward()
     assert x.grad.item() == pytest.approx(18.0)
+
+
+def test_repr_shows_gradient_tracking_like_pytorch():
+    x = lt.tensor([1.0], requires_grad=True)
+    assert repr(x) == "tensor([1.], requires_grad=True)"
+    assert repr(x * 2) == "tensor([2.], grad_fn=<mul>)"
