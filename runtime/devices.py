@@ -13,7 +13,19 @@ from .backends.numpy_backend import NumpyBackend
 NAMES = ("auto", "cuda", "metal", "virtual", "cpu")
 VIRTUAL_REASON = ("a separate memory arena in host RAM with real copies, a budget and eviction; for testing "
                   "and rehearsing a GPU run's transfers; not acceleration (slower than the CPU path)")
-_HOST_CHAIN = (NumpyBackend(),)
+def _host_chain():
+    """numba (unless LAZYTENSOR_JIT=0 or numba is missing), then NumPy, which accepts everything."""
+    chain = [NumpyBackend()]
+    if os.environ.get("LAZYTENSOR_JIT", "1").strip().lower() not in ("0", "false", "no", "off"):
+        try:
+            from .backends.numba_backend import NumbaBackend
+            chain.insert(0, NumbaBackend())
+        except ImportError:
+            pass
+    return tuple(chain)
+
+
+_HOST_CHAIN = _host_chain()
 _state = {"device": None, "name": None, "noticed": set(), "created": []}
 
 
@@ -47,7 +59,8 @@ def describe():
         {"name": "cuda", "kind": "accelerator", "available": cuda_ok, "reason": cuda_why},
         {"name": "metal", "kind": "accelerator", "available": metal_ok, "reason": metal_why},
         {"name": "virtual", "kind": "simulated device", "available": True, "reason": VIRTUAL_REASON},
-        {"name": "cpu", "kind": "host", "available": True, "reason": "NumPy reference kernels"},
+        {"name": "cpu", "kind": "host", "available": True,
+         "reason": " + ".join(b.name for b in _HOST_CHAIN) + " kernels"},
     ]
     for e in entries:
         e["active"] = e["name"] == active

@@ -1,0 +1,66 @@
+"""The numba backend: compiled CPU kernels for the ops where NumPy is slow, parallel over cores.
+
+It accepts float32/float64 sum/mean/var/std reductions (bit-identical to the reference: the same left
+folds) and erf (may differ from the reference in the last unit: libm's exp vs NumPy's), from
+`MIN_ELEMENTS` up; everything else goes on down the chain to the NumPy backend.
+"""
+import numpy as np
+
+from ...kernels.cpu import reduce as cpu_reduce
+from ...kernels.cpu import special as cpu_special
+from .base import Backend
+
+MIN_ELEMENTS = 8192  # below this, a compiled call's dispatch costs more than NumPy's temporaries save
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _count(shape, axes):
+    n = 1
+    for d in axes:
+        n *= shape[d]
+    return n
+
+
+class NumbaBackend(Backend):
+    """Host backend with numba kernels for a few hot ops."""
+
+    name = "numba"
+    is_host = True
+    OPS = frozenset({"sum", "mean", "var", "std", "erf"})
+
+    def accepts(self, node, operands):
+        if node.op not in self.OPS or len(operands) != 1:
+            return False
+        x = operands[0]
+        if x.dtype not in _FLOATS or node.dtype not in _FLOATS:
+            return False
+        size = 1
+        for d in x.shape:
+            size *= d
+        if size < MIN_ELEMENTS:
+            return False
+        if node.op == "erf":
+            return True
+        return _count(x.shape, node.attrs["axes"]) > 0 and node.size > 0
+
+    def launch(self, node, args):
+        x = args[0]
+        if node.op == "erf":
+            out = np.empty(node.shape, node.dtype)
+            cpu_special.erf_into(np.ascontiguousarray(x).reshape(-1), out.reshape(-1))
+            return out
+        attrs = node.attrs
+        axes = attrs["axes"]
+        n = _count(x.shape, axes)
+        if node.op == "sum":
+            wide = cpu_reduce.fold_sum(x, axes)
+        else:
+            mean = cpu_reduce.fold_sum(x, axes) / n
+            if node.op == "mean":
+                wide = mean
+            else:
+                with np.errstate(all="ignore"):
+                    wide = cpu_reduce.fold_sq_dev(x, axes, mean) / max(n - attrs["correction"], 0)
+                    if node.op == "std":
+                        wide = np.sqrt(wide)
+        return wide.astype(node.dtype).reshape(node.shape)

@@ -1,0 +1,89 @@
+"""The numba backend against the NumPy reference: bit-identical folds, erf within one unit."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import lazytensor as lt
+from lazytensor.kernels.reference import KERNELS
+from lazytensor.runtime import devices
+from lazytensor.runtime.backends.numba_backend import MIN_ELEMENTS, NumbaBackend
+from lazytensor.runtime.graph import Node
+
+BACKEND = NumbaBackend()
+
+
+def _node(op, x, axes, **extra):
+    from lazytensor.reductions import _reduced_shape
+    attrs = {"axes": axes, "keepdims": False, "dtype": x.dtype, **extra}
+    return Node(op, (), attrs, _reduced_shape(x.shape, axes, False), x.dtype)
+
+
+@settings(max_examples=40)
+@given(st.lists(st.integers(1, 40), min_size=1, max_size=4), st.data())
+def test_reductions_are_bit_identical_to_the_reference(shape, data):
+    axes = tuple(sorted(data.draw(st.sets(st.integers(0, len(shape) - 1), min_size=1))))
+    dtype = data.draw(st.sampled_from([np.float32, np.float64]))
+    op = data.draw(st.sampled_from(["sum", "mean", "var", "std"]))
+    rng = np.random.default_rng(sum(shape))
+    x = (rng.normal(size=shape) * 10.0 ** rng.integers(-5, 5, size=shape)).astype(dtype)
+    extra = {"correction": 1} if op in ("var", "std") else {}
+    node = _node(op, x, axes, **extra)
+    with np.errstate(all="ignore"):
+        want = KERNELS[op](node.attrs, x)
+        got = BACKEND.launch(node, [x])
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert got.tobytes() == want.tobytes()
+
+
+def test_the_chain_uses_numba_for_large_reductions_only():
+    lt.set_device("cpu")
+    chain = devices.chain()
+    assert [b.name for b in chain][-2:] == ["numba", "numpy"]
+    with lt.profile() as p:
+        lt.ones(MIN_ELEMENTS).sum().realize()
+        lt.ones(MIN_ELEMENTS - 1).sum().realize()
+        lt.ones(MIN_ELEMENTS, dtype=lt.int64).sum().realize()
+    ran = [(k.op, k.backend) for k in p.kernels if k.op == "sum"]
+    assert ran == [("sum", "numba"), ("sum", "numpy"), ("sum", "numpy")]
+
+
+def test_erf_matches_the_reference_in_float32_and_within_an_ulp_in_float64():
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.normal(size=200_000) * 2, rng.uniform(-30, 30, 20_000), [0.0, -0.0, np.inf, np.nan]])
+    for dtype in (np.float32, np.float64):
+        xs = x.astype(dtype)
+        node = Node("erf", (), {"dtype": np.dtype(dtype)}, xs.shape, np.dtype(dtype))
+        want, got = KERNELS["erf"](node.attrs, xs), BACKEND.launch(node, [xs])
+        finite = np.isfinite(want)
+        ulps = np.abs(want[finite].astype(np.float64) - got[finite]) / np.spacing(np.abs(want[finite]))
+        assert ulps.max() <= 1.0
+        if dtype == np.float32:
+            assert got.tobytes() == want.tobytes()  # measured: no float32 result differs
+        assert np.isnan(got[-1]) and got[-2] == 1.0 and np.signbit(got[-3])
+
+
+PROGRAM = textwrap.dedent("""
+    import numpy as np
+    import lazytensor as lt
+    x = lt.tensor(np.random.default_rng(0).normal(size=(64, 512)).astype(np.float32))
+    print(x.sum(1)[:6], x.mean(0)[:6], x.var(1)[:4], x.std(dim=(0, 1)), (x * 2 - 1).sum())
+""")
+
+
+def test_hiding_numba_gives_byte_identical_output():
+    def run(jit):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LAZYTENSOR_")}
+        env["LAZYTENSOR_JIT"] = jit
+        return subprocess.run([sys.executable, "-c", PROGRAM], capture_output=True, text=True, env=env,
+                              check=True, timeout=300).stdout
+    assert run("1") == run("0")
+
+
+def test_lazytensor_jit_0_leaves_only_numpy(monkeypatch):
+    monkeypatch.setenv("LAZYTENSOR_JIT", "0")
+    assert [b.name for b in devices._host_chain()] == ["numpy"]
