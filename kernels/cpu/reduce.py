@@ -1,4 +1,4 @@
-"""Left-fold reductions in float64, one sequential fold per output, parallel across outputs.
+"""Left-fold reductions in float64, one sequential fold per output.
 
 Same order as the reference (kernels/reference/reduce.py): each output starts from its first element
 and adds the rest in row-major order of the reduced positions; no fast-math, so LLVM may not
@@ -10,22 +10,22 @@ import numpy as np
 _BLOCK = 256
 
 
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True)
 def sum_rows(x, out):
     """out[m] = fold(+) of x[m, :] for x of shape (M, K), K >= 1."""
     M, K = x.shape
-    for m in nb.prange(M):
+    for m in range(M):
         acc = np.float64(x[m, 0])
         for k in range(1, K):
             acc += np.float64(x[m, k])
         out[m] = acc
 
 
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True)
 def sum_cols(x, out):
-    """out[m] = fold(+) of x[:, m] for x of shape (K, M), K >= 1 (blocks of columns per thread)."""
+    """out[m] = fold(+) of x[:, m] for x of shape (K, M), K >= 1 (in blocks of columns, for the cache)."""
     K, M = x.shape
-    for b in nb.prange((M + _BLOCK - 1) // _BLOCK):
+    for b in range((M + _BLOCK - 1) // _BLOCK):
         lo, hi = b * _BLOCK, min(M, (b + 1) * _BLOCK)
         for m in range(lo, hi):
             out[m] = np.float64(x[0, m])
@@ -34,11 +34,11 @@ def sum_cols(x, out):
                 out[m] += np.float64(x[k, m])
 
 
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True)
 def sq_dev_rows(x, mean, out):
     """out[m] = fold(+) of (x[m, k] - mean[m])^2 over k, in float64."""
     M, K = x.shape
-    for m in nb.prange(M):
+    for m in range(M):
         d = np.float64(x[m, 0]) - mean[m]
         acc = d * d
         for k in range(1, K):

@@ -1,4 +1,4 @@
-"""erf in float64 with Cephes' formulas (as the reference), compiled with numba and parallel.
+"""erf in float64 with Cephes' formulas (as the reference), compiled with numba.
 
 The only difference from the reference is the exponential: libm's exp here, NumPy's there; both are
 within an ulp of exact, so results may differ in the last unit (measured in tests/test_numba_backend.py).
@@ -46,8 +46,8 @@ def erf_scalar(x):
     return math.copysign(1.0 - erfc, x)
 
 
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True)
 def erf_into(x, out):
     """out[i] = round(erf(float64(x[i]))) for flat arrays."""
-    for i in nb.prange(x.shape[0]):
+    for i in range(x.shape[0]):
         out[i] = erf_scalar(np.float64(x[i]))

@@ -1,4 +1,7 @@
-"""The numba backend: compiled CPU kernels for the ops where NumPy is slow, parallel over cores.
+"""The numba backend: compiled CPU kernels for the ops where NumPy is slow.
+
+The kernels are serial: parallel ones (numba prange) fought OpenBLAS's threads for the two cores and
+made a 2-thread training step six times slower (268 ms against 45 ms, bench/RESULTS.md).
 
 It accepts float32/float64 sum/mean/var/std reductions (bit-identical to the reference: the same left
 folds) and erf (may differ from the reference in the last unit: libm's exp vs NumPy's), from
