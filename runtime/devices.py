@@ -137,3 +137,12 @@ def resolve_placement(name):
         why = reason if not ok else why
     _notice(base, why)
     return "cpu"
+
+
+def fusing_backend(chain):
+    """The host backend that runs fused elementwise groups, when the chain starts on the host with it
+    (fusion is off with a device active, and with LAZYTENSOR_FUSE=0)."""
+    if os.environ.get("LAZYTENSOR_FUSE", "1").strip().lower() in ("0", "false", "no", "off"):
+        return None
+    first = chain[0]
+    return first if getattr(first, "launch_fused", None) is not None else None

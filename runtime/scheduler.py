@@ -5,9 +5,9 @@ where they were computed. A device that cannot get memory for a kernel passes it
 """
 import numpy as np
 
-from . import copies, devices
+from . import copies, devices, fusion
 from .counters import COUNTERS
-from .graph import pending_order
+from .graph import Node, pending_order
 from .policy import is_param
 from .residency import Buffer
 from .transfers import LOG, now
@@ -26,14 +26,35 @@ def realize(roots):
         return 0
     COUNTERS.realizations += 1
     chain = devices.chain()
+    fuser = devices.fusing_backend(chain)
+    groups, absorbed = fusion.plan(order, roots) if fuser is not None else ({}, ())
+    kernels = 0
     for i in range(len(order)):
         node = order[i]
         # Release our reference so an intermediate is freed as soon as its last consumer has run.
         order[i] = None
-        node.buffer = _run(node, chain)
+        if node in absorbed:
+            continue  # computed inside its group's kernel; it keeps its inputs and stays pending
+        group = groups.pop(node, None)
+        node.buffer = _run_group(group, fuser) if group is not None else _run(node, chain)
         node.inputs = ()
-        COUNTERS.kernels += 1
-    return len(order)
+        kernels += 1
+    COUNTERS.kernels += kernels
+    return kernels
+
+
+def _run_group(group, backend):
+    """Run a fused group on the host backend that compiles them."""
+    for node in group.inputs + [p for p in group.params if isinstance(p, Node)]:
+        if not node.buffer.on_host:
+            copies.download(node.buffer, "host-kernel")
+    params = [p.buffer.host.item() if isinstance(p, Node) else p for p in group.params]
+    start = now()
+    out = backend.launch_fused(group.recipe, group.root, [n.buffer.host for n in group.inputs], params)
+    if LOG.profiling:
+        LOG.kernel(group.root, backend.name, start, now() - start, label=group.label)
+    node = group.root
+    return Buffer(node.id, node.op, node.shape, node.dtype).set_host_result(out, True)
 
 
 def _run(node, chain):

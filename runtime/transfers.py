@@ -60,8 +60,8 @@ class TransferLog:
         self.records.append(rec)
         return rec
 
-    def kernel(self, node, backend, start_s, duration_s):
-        self.kernels.append(KernelLaunch(len(self.kernels), node.id, node.op, backend, node.shape,
+    def kernel(self, node, backend, start_s, duration_s, label=None):
+        self.kernels.append(KernelLaunch(len(self.kernels), node.id, label or node.op, backend, node.shape,
                                          str(node.dtype), start_s, duration_s))
 
     def hit(self, device):

@@ -9,6 +9,7 @@ folds) and erf (may differ from the reference in the last unit: libm's exp vs Nu
 """
 import numpy as np
 
+from ...kernels.cpu import fused as cpu_fused
 from ...kernels.cpu import reduce as cpu_reduce
 from ...kernels.cpu import special as cpu_special
 from .base import Backend
@@ -67,3 +68,7 @@ class NumbaBackend(Backend):
                     if node.op == "std":
                         wide = np.sqrt(wide)
         return wide.astype(node.dtype).reshape(node.shape)
+
+    def launch_fused(self, recipe, root, arrays, params):
+        """Run a generated elementwise kernel (runtime/fusion.py) producing `root`'s value."""
+        return cpu_fused.run(recipe, root.shape, root.dtype, arrays, params)

@@ -1,0 +1,98 @@
+"""Fusion planning: which pending elementwise nodes run inside one generated kernel.
+
+A node is absorbed into its consumer when both are fusable elementwise ops of the same shape, the node
+has no other consumer in this realization, and it is not one of the values asked for. 0-d constants with
+one consumer become kernel parameters. A group is a tree: its root is materialized, its members stay
+pending (a member read later is recomputed from its inputs, which it keeps).
+"""
+import collections
+
+import numpy as np
+
+from ..kernels.cpu.fused import OPS as FUSABLE_OPS
+
+MIN_ELEMENTS = 8192   # smaller outputs: NumPy's per-call cost is small and a compile would not pay back
+MAX_INSTRUCTIONS = 48  # keeps one generated kernel (and its compile time) small
+_TYPES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64", np.dtype(np.bool_): "bool"}
+
+
+def _fusable(node):
+    return (node.op in FUSABLE_OPS and node.dtype in _TYPES and node.size >= MIN_ELEMENTS
+            and all(inp.dtype in _TYPES for inp in node.inputs))
+
+
+def _scalar_const(node):
+    return node.op == "full" and node.shape == () and node.buffer is None and node.dtype in _TYPES
+
+
+class Group:
+    """A fused tree: its root node, the recipe, its array operands (nodes), and its scalar parameters
+    (constants, or 0-d nodes whose host value is read when the kernel runs)."""
+
+    __slots__ = ("root", "recipe", "inputs", "params", "label")
+
+    def __init__(self, root, recipe, inputs, params, label):
+        self.root, self.recipe, self.inputs, self.params, self.label = root, recipe, inputs, params, label
+
+
+def plan(order, roots):
+    """{root node: Group} and the set of nodes computed inside some group's kernel."""
+    in_batch = set(order)
+    consumers = collections.Counter()
+    for node in order:
+        for inp in node.inputs:
+            if inp in in_batch:
+                consumers[inp] += 1
+    wanted = set(roots)
+    absorbed, size = set(), {}
+    for node in order:
+        if not _fusable(node):
+            continue
+        size[node] = 1
+        for inp in node.inputs:
+            if inp in absorbed or consumers[inp] != 1 or inp in wanted or _scalar_const(inp):
+                continue
+            if inp in size and inp.shape == node.shape and size[node] + size[inp] <= MAX_INSTRUCTIONS:
+                absorbed.add(inp)
+                size[node] += size[inp]
+    groups = {}
+    for node in size:
+        if node not in absorbed and size[node] > 1:
+            groups[node] = _build(node, absorbed, consumers, wanted)
+    return groups, absorbed
+
+
+def _build(root, absorbed, consumers, wanted):
+    """The recipe of the tree under `root` (post-order, iterative), with external inputs deduplicated.
+    0-d constants used only here become literal parameters and join `absorbed`."""
+    instrs, index, inputs, params, ops = [], {}, [], [], []
+    stack = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if node in index:
+            continue
+        if not expanded and _scalar_const(node) and consumers[node] == 1 and node not in wanted:
+            absorbed.add(node)
+            index[node] = len(instrs)
+            instrs.append(("param", len(params), _TYPES[node.dtype]))
+            params.append(node.attrs["value"])
+            continue
+        if not expanded and node is not root and node not in absorbed and node.shape == ():
+            index[node] = len(instrs)  # a 0-d operand computed elsewhere: read on the host, passed by value
+            instrs.append(("param", len(params), _TYPES[node.dtype]))
+            params.append(node)
+            continue
+        if not expanded and node is not root and node not in absorbed:
+            index[node] = len(instrs)
+            instrs.append(("in", len(inputs), _TYPES[node.dtype]))
+            inputs.append(node)
+            continue
+        if not expanded:
+            stack.append((node, True))
+            stack.extend((inp, False) for inp in reversed(node.inputs) if inp not in index)
+            continue
+        index[node] = len(instrs)
+        instrs.append((node.op, _TYPES[node.dtype]) + tuple(index[inp] for inp in node.inputs))
+        ops.append(node.op)
+    label = "fused(" + "+".join(ops) + ")"
+    return Group(root, (len(root.shape), tuple(instrs)), inputs, params, label)
