@@ -2,6 +2,7 @@
 import numpy as np
 
 from . import dtypes
+from .runtime import hostio
 from .tensor import Tensor
 from .runtime.opset import UNARY_FLOAT_OPS as UNARY_FLOAT, UNARY_SAME_OPS as UNARY_SAME
 
@@ -25,7 +26,8 @@ def broadcast_shapes(op, *shapes):
 
 
 def scalar(value, dtype):
-    """A 0-d constant node of `dtype`; OverflowError/TypeError now if the value does not fit."""
+    """A Python number as a realized 0-d host value of `dtype` (it reaches every kernel as a parameter,
+    so it costs no kernel and no copy); OverflowError now if the value does not fit."""
     dt = dtypes.as_dtype(dtype)
     if isinstance(value, (np.generic, np.ndarray)) and np.ndim(value) == 0:
         value = value.item()
@@ -33,7 +35,7 @@ def scalar(value, dtype):
         checked = np.array(value, dtype=dt.np)
     except OverflowError:
         raise OverflowError(f"the Python number {value!r} does not fit in {dt}") from None
-    return Tensor._from_op("full", (), {"shape": (), "value": checked.item(), "dtype": dt.np}, (), dt)
+    return Tensor(hostio.data_node(checked, exclusive=True))
 
 
 def as_tensor_operand(x):

@@ -92,8 +92,8 @@ def test_graph_export_is_a_networkx_digraph_with_node_attributes():
     assert isinstance(g, nx.DiGraph)
     assert nx.is_directed_acyclic_graph(g)
     ops = sorted(a["op"] for _, a in g.nodes(data=True))
-    assert ops == ["add", "data", "full", "mul"]
-    data = next(a for _, a in g.nodes(data=True) if a["op"] == "data")
+    assert ops == ["add", "data", "data", "mul"]  # x, and the Python number 1 as a 0-d host value
+    data = next(a for _, a in g.nodes(data=True) if a["op"] == "data" and a["shape"] == (2,))
     assert data["residency"] == "host" and data["shape"] == (2,) and data["dtype"] == "float32"
     mul = next(a for _, a in g.nodes(data=True) if a["op"] == "mul")
     assert mul["residency"] == "pending"

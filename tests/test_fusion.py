@@ -1,0 +1,133 @@
+"""Elementwise fusion: generated kernels give the reference's bits (transcendentals within an ulp),
+kernel counts for known graphs, members read later, and the on-disk kernel cache."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import lazytensor as lt
+import lazytensor.nn.functional as F
+from lazytensor.runtime import fusion
+
+SHAPE = (8, 1024)  # 8192 elements: the smallest fused size
+ARITH = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
+    "neg": lambda a, b: -a, "abs": lambda a, b: a.abs(), "square": lambda a, b: a.square(),
+    "sqrt": lambda a, b: a.abs().sqrt(), "scalar": lambda a, b: a * 0.75 + 1.5,
+    "where": lambda a, b: lt.where(a > b, a, b), "cast64": lambda a, b: a.double() * b,
+    "bcast": lambda a, b: a * b[:1] if b.shape[0] > 1 else a * b,
+}
+TRANSCENDENTAL = {"exp": lambda a, b: (a * 0.1).exp(), "tanh": lambda a, b: a.tanh(),
+                  "erf": lambda a, b: a.erf(), "sigmoid": lambda a, b: a.sigmoid(), "log": lambda a, b: (a.abs() + 1).log()}
+
+
+def _evaluate(ops, seed, fuse, monkeypatch):
+    monkeypatch.setenv("LAZYTENSOR_FUSE", "1" if fuse else "0")
+    rng = np.random.default_rng(seed)
+    a = lt.tensor(rng.normal(size=SHAPE).astype(np.float32))
+    b = lt.tensor(rng.normal(size=SHAPE).astype(np.float32))
+    t = a
+    for name in ops:
+        t = {**ARITH, **TRANSCENDENTAL}[name](t, b)
+    with lt.profile() as p:
+        out = t.numpy()
+    return out, p
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.lists(st.sampled_from(sorted(ARITH)), min_size=2, max_size=8), st.integers(0, 1000))
+def test_fused_arithmetic_chains_give_the_reference_bits(ops, seed):
+    with pytest.MonkeyPatch.context() as mp:
+        want, _ = _evaluate(ops, seed, False, mp)
+        got, prof = _evaluate(ops, seed, True, mp)
+    assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+    assert any(k.op.startswith("fused(") for k in prof.kernels)
+
+
+@pytest.mark.parametrize("name", sorted(TRANSCENDENTAL))
+def test_fused_transcendentals_stay_within_an_ulp_of_the_reference(name, monkeypatch):
+    ops = ["scalar", name, "mul"]
+    want, _ = _evaluate(ops, 3, False, monkeypatch)
+    got, _ = _evaluate(ops, 3, True, monkeypatch)
+    ulps = np.abs(got.astype(np.float64) - want) / np.spacing(np.abs(want))
+    assert ulps.max() <= 1.0
+
+
+def test_gelu_is_one_kernel(monkeypatch):
+    monkeypatch.setenv("LAZYTENSOR_FUSE", "1")
+    x = lt.tensor(np.ones(SHAPE, np.float32)).realize()
+    with lt.profile() as p:
+        F.gelu(x).realize()
+    assert [k.op for k in p.kernels] == ["fused(mul+mul+erf+add+mul)"]
+
+
+def test_softmax_runs_as_four_kernels_not_five(monkeypatch):
+    monkeypatch.setenv("LAZYTENSOR_FUSE", "1")
+    x = lt.tensor(np.ones(SHAPE, np.float32)).realize()
+    with lt.profile() as p:
+        x.softmax(-1).realize()
+    assert [k.op for k in p.kernels] == ["amax", "fused(sub+exp)", "sum", "div"]
+
+
+def test_without_fusion_every_op_is_a_kernel(monkeypatch):
+    monkeypatch.setenv("LAZYTENSOR_FUSE", "0")
+    x = lt.tensor(np.ones(SHAPE, np.float32)).realize()
+    with lt.profile() as p:
+        F.gelu(x).realize()
+    assert len(p.kernels) == 5  # one per op (Python numbers are parameters, not kernels)
+
+
+def test_a_member_read_later_is_recomputed_from_its_inputs(monkeypatch):
+    monkeypatch.setenv("LAZYTENSOR_FUSE", "1")
+    x = lt.tensor(np.full(SHAPE, 2.0, np.float32))
+    inner = x * 3.0
+    outer = (inner + 1.0).realize()
+    assert not inner.is_realized  # computed inside outer's kernel
+    assert inner.numpy()[0, 0] == 6.0 and outer.numpy()[0, 0] == 7.0
+
+
+def test_values_asked_for_are_materialized_not_fused_away(monkeypatch):
+    monkeypatch.setenv("LAZYTENSOR_FUSE", "1")
+    x = lt.tensor(np.full(SHAPE, 2.0, np.float32))
+    a = x * 3.0
+    b = a + 1.0
+    lt.realize(a, b)
+    assert a.is_realized and b.is_realized
+
+
+def test_long_chains_are_split_into_bounded_kernels(monkeypatch):
+    monkeypatch.setenv("LAZYTENSOR_FUSE", "1")
+    t = lt.tensor(np.zeros(SHAPE, np.float32))
+    for _ in range(120):
+        t = t + 1.0
+    with lt.profile() as p:
+        assert t.numpy()[0, 0] == 120.0
+    fused = [k for k in p.kernels if k.op.startswith("fused(")]
+    assert len(fused) >= 3 and all(k.op.count("+") < fusion.MAX_INSTRUCTIONS for k in fused)
+
+
+def test_small_tensors_are_not_fused(monkeypatch):
+    monkeypatch.setenv("LAZYTENSOR_FUSE", "1")
+    with lt.profile() as p:
+        ((lt.ones(100) * 2.0) + 1.0).realize()
+    assert not any(k.op.startswith("fused(") for k in p.kernels)
+
+
+def test_a_second_process_loads_fused_kernels_from_the_disk_cache(tmp_path):
+    program = textwrap.dedent("""
+        import time, numpy as np, lazytensor as lt
+        x = lt.tensor(np.ones((8, 1024), np.float32))
+        t0 = time.perf_counter()
+        ((x * 1.25 + 0.5).tanh() * x).realize()
+        print(time.perf_counter() - t0)
+    """)
+    env = dict(os.environ, LAZYTENSOR_CACHE_DIR=str(tmp_path), LAZYTENSOR_FUSE="1")
+    run = lambda: float(subprocess.run([sys.executable, "-c", program], env=env, capture_output=True,
+                                       text=True, check=True, timeout=300).stdout)
+    cold, warm = run(), run()
+    assert list((tmp_path / "fused").glob("k_*.py"))
+    assert warm < cold
