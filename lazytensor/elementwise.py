@@ -120,6 +120,9 @@ def where(condition, x, y):
     if cond is None or cond.dtype != dtypes.bool_:
         got = cond.dtype if cond is not None else type(condition).__name__
         raise TypeError(f"where: condition must be a bool tensor, got {got}")
+    if as_tensor_operand(x) is None and as_tensor_operand(y) is None:  # two Python numbers
+        dt = dtypes.promote(dtypes.scalar_dtype(x), dtypes.scalar_dtype(y))
+        x, y = scalar(x, dt), scalar(y, dt)
     tx, ty, dt = _operands("where", x, y)
     shape = broadcast_shapes("where", cond.shape, tx.shape, ty.shape)
     return Tensor._from_op("where", (cond, tx, ty), {"dtype": dt.np}, shape, dt)

@@ -120,6 +120,11 @@ def test_where_selects_and_broadcasts():
     assert got.tolist() == [[1, 2, 3], [0, 0, 0]]
 
 
+def test_where_with_two_python_numbers():
+    got = lt.where(lt.tensor([True, False]), 1.0, 0)
+    assert got.dtype == lt.float32 and got.tolist() == [1.0, 0.0]
+
+
 def test_clip_bounds_either_side_and_keeps_nan():
     x = lt.tensor([-2.0, 0.5, 3.0, float("nan")])
     got = x.clip(-1, 1).numpy()
