@@ -121,7 +121,7 @@ def where(condition, x, y):
         got = cond.dtype if cond is not None else type(condition).__name__
         raise TypeError(f"where: condition must be a bool tensor, got {got}")
     if as_tensor_operand(x) is None and as_tensor_operand(y) is None:  # two Python numbers
-        dt = dtypes.promote(dtypes.scalar_dtype(x), dtypes.scalar_dtype(y))
+        dt = dtypes.promote_with_scalar(dtypes.scalar_dtype(x), y)
         x, y = scalar(x, dt), scalar(y, dt)
     tx, ty, dt = _operands("where", x, y)
     shape = broadcast_shapes("where", cond.shape, tx.shape, ty.shape)
