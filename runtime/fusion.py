@@ -36,7 +36,8 @@ class Group:
 
 
 def plan(order, roots):
-    """{root node: Group} and the set of nodes computed inside some group's kernel."""
+    """{root node: Group} and the ids of the nodes computed inside some group's kernel (ids, so the
+    plan holds no member alive after the scheduler has passed it)."""
     in_batch = set(order)
     consumers = collections.Counter()
     for node in order:
@@ -59,7 +60,7 @@ def plan(order, roots):
     for node in size:
         if node not in absorbed and size[node] > 1:
             groups[node] = _build(node, absorbed, consumers, wanted)
-    return groups, absorbed
+    return groups, {id(n) for n in absorbed}
 
 
 def _build(root, absorbed, consumers, wanted):

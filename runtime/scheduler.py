@@ -33,7 +33,7 @@ def realize(roots):
         node = order[i]
         # Release our reference so an intermediate is freed as soon as its last consumer has run.
         order[i] = None
-        if node in absorbed:
+        if id(node) in absorbed:
             continue  # computed inside its group's kernel; it keeps its inputs and stays pending
         group = groups.pop(node, None)
         node.buffer = _run_group(group, fuser) if group is not None else _run(node, chain)
