@@ -14,6 +14,12 @@ import lazytensor.nn.functional as F
 from lazytensor.runtime import fusion
 
 SHAPE = (8, 1024)  # 8192 elements: the smallest fused size
+
+
+@pytest.fixture(autouse=True)
+def _on_the_cpu():
+    """Fusion runs on the host chain (numba first); these tests run there whatever LAZYTENSOR_DEVICE says."""
+    lt.set_device("cpu")
 ARITH = {
     "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
     "neg": lambda a, b: -a, "abs": lambda a, b: a.abs(), "square": lambda a, b: a.square(),
@@ -125,7 +131,7 @@ def test_a_second_process_loads_fused_kernels_from_the_disk_cache(tmp_path):
         ((x * 1.25 + 0.5).tanh() * x).realize()
         print(time.perf_counter() - t0)
     """)
-    env = dict(os.environ, LAZYTENSOR_CACHE_DIR=str(tmp_path), LAZYTENSOR_FUSE="1")
+    env = dict(os.environ, LAZYTENSOR_CACHE_DIR=str(tmp_path), LAZYTENSOR_FUSE="1", LAZYTENSOR_DEVICE="cpu")
     run = lambda: float(subprocess.run([sys.executable, "-c", program], env=env, capture_output=True,
                                        text=True, check=True, timeout=300).stdout)
     cold, warm = run(), run()
