@@ -16,7 +16,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def worker(config, rounds, steps):
-    import numpy as np
     sys.path.insert(0, HERE)
     sys.path.insert(0, os.path.join(HERE, "..", "tests"))
     from harness import summary, timed

@@ -18,7 +18,7 @@ def test_arena_coalesces_freed_neighbours():
 
 def test_arena_is_first_fit_and_reports_fragmentation():
     a = Arena(3072)
-    b0, b1, b2 = a.alloc(1024), a.alloc(1024), a.alloc(1024)
+    b0, _, b2 = a.alloc(1024), a.alloc(1024), a.alloc(1024)
     a.free(*b0)
     a.free(*b2)
     with pytest.raises(OutOfDeviceMemory, match="2048 bytes free of 3072, fragmented into 2 blocks"):
