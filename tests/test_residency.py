@@ -189,3 +189,30 @@ def test_offload_always_runs_every_kernel_on_the_device_with_identical_bytes(vir
         got = program()
     assert got.tobytes() == want.tobytes()
     assert set(p.stats["kernels_by_backend"]) == {"virtual"}
+
+
+def test_explicit_placement_puts_small_creations_on_the_device(virtual):
+    virtual()
+    a = lt.zeros(10, device="virtual").realize()
+    b = lt.ones(10).realize()  # the policy alone keeps 10 elements on the host
+    c = lt.full((4,), 2.0, device="cpu").realize()
+    assert a.device == "virtual" and b.device == "cpu" and c.device == "cpu"
+    assert lt.zeros_like(a).realize().device == "virtual"  # *_like follows its source
+    assert lt.transfer_log() == []
+
+
+def test_to_device_and_back(virtual):
+    virtual()
+    t = lt.tensor([1.0, 2.0, 3.0])
+    assert t.to("virtual") is t and t.device == "virtual" and t.residency is lt.Residency.BOTH
+    t.to("cpu")
+    assert t.device == "cpu" and t.residency is lt.Residency.HOST
+    assert [r.reason for r in lt.transfer_log()] == ["to-device"]
+
+
+def test_a_device_that_is_not_active_gets_a_notice_and_the_value_stays_on_the_host(capsys):
+    lt.set_device("cpu")
+    lt.runtime.devices._state["noticed"].clear()
+    t = lt.tensor([1.0]).to("cuda:0")
+    assert t.device == "cpu" and t.tolist() == [1.0]
+    assert "device 'cuda' is not available" in capsys.readouterr().err
