@@ -13,6 +13,8 @@ from .backends.numpy_backend import NumpyBackend
 NAMES = ("auto", "cuda", "metal", "virtual", "cpu")
 VIRTUAL_REASON = ("a separate memory arena in host RAM with real copies, a budget and eviction; for testing "
                   "and rehearsing a GPU run's transfers; not acceleration (slower than the CPU path)")
+
+
 def _host_chain():
     """numba (unless LAZYTENSOR_JIT=0 or numba is missing), then NumPy, which accepts everything."""
     chain = [NumpyBackend()]
@@ -89,8 +91,7 @@ def select(name=None, **options):
         ok, reason = (_probe_cuda if requested == "cuda" else _probe_metal)()
         if not ok:
             _notice(requested, reason)
-    elif requested == "auto":
-        pass  # no accelerator backend exists in this version: auto means the CPU
+    # "auto" picks the first available accelerator; this version has no accelerator backend, so the CPU.
     _state["device"], _state["name"] = device, (device.name if device else "cpu")
     return _state["name"]
 
@@ -123,7 +124,7 @@ def all_devices():
 
 def resolve_placement(name):
     """Normalize a tensor placement ("cuda:0" -> "cuda"); a device that is not active gets a notice
-    and None (the value stays on the host)."""
+    and "cpu" (the value stays on the host)."""
     if name is None:
         return None
     base = str(name).split(":")[0].strip().lower()
