@@ -13,6 +13,9 @@ _NO_BOOL = {"sub", "floordiv", "mod", "pow"}
 
 def broadcast_shapes(op, *shapes):
     """NumPy broadcasting of `shapes`; ValueError naming the op and every shape otherwise."""
+    first = shapes[0]
+    if all(s == first for s in shapes):
+        return tuple(first)
     ndim = max((len(s) for s in shapes), default=0)
     out = []
     for i in range(-ndim, 0):

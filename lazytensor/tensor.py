@@ -25,7 +25,7 @@ class Tensor:
     @classmethod
     def _from_op(cls, op, inputs, attrs, shape, dtype):
         """Build a new pending node from Tensor inputs (used by every op module); records autograd."""
-        dt = dtypes.as_dtype(dtype).np
+        dt = dtype.np if type(dtype) is dtypes.DType else dtypes.as_dtype(dtype).np
         out = cls(Node(op, [t._node for t in inputs], attrs, shape, dt))
         if inputs:
             autograd.record(out, op, inputs, attrs)

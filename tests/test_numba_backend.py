@@ -5,6 +5,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
 import lazytensor as lt
@@ -86,3 +87,17 @@ def test_hiding_numba_gives_byte_identical_output():
 def test_lazytensor_jit_0_leaves_only_numpy(monkeypatch):
     monkeypatch.setenv("LAZYTENSOR_JIT", "0")
     assert [b.name for b in devices._host_chain()] == ["numpy"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [1, 64, 10_000])
+def test_adamw_is_bit_identical_to_the_reference(dtype, n):
+    rng = np.random.default_rng(n)
+    p, g, m = (rng.normal(size=(n,)).astype(dtype) for _ in range(3))
+    v = np.abs(rng.normal(size=(n,))).astype(dtype)
+    scalars = [np.array(x) for x in (3e-3, 1 - 0.9 ** 7, 1 - 0.99 ** 7)]
+    attrs = {"beta1": 0.9, "beta2": 0.99, "eps": 1e-8, "weight_decay": 0.1}
+    node = Node("adamw", (), attrs, (3, n), np.dtype(dtype))
+    want = KERNELS["adamw"](attrs, p, g, m, v, *scalars)
+    got = BACKEND.launch(node, [p, g, m, v, *scalars])
+    assert got.dtype == want.dtype and got.tobytes() == want.tobytes()

@@ -4,12 +4,14 @@ The kernels are serial: parallel ones (numba prange) fought OpenBLAS's threads f
 made a 2-thread training step six times slower (268 ms against 45 ms, bench/RESULTS.md).
 
 It accepts float32/float64 sum/mean/var/std reductions (bit-identical to the reference: the same left
-folds) and erf (may differ from the reference in the last unit: libm's exp vs NumPy's), from
-`MIN_ELEMENTS` up; everything else goes on down the chain to the NumPy backend.
+folds) and erf (may differ from the reference in the last unit: libm's exp vs NumPy's) from
+`MIN_ELEMENTS` up, the AdamW update at any size (bit-identical), and fused elementwise groups
+(runtime/fusion.py); everything else goes on down the chain to the NumPy backend.
 """
 import numpy as np
 
 from ...kernels.cpu import fused as cpu_fused
+from ...kernels.cpu import optim as cpu_optim
 from ...kernels.cpu import reduce as cpu_reduce
 from ...kernels.cpu import special as cpu_special
 from .base import Backend
@@ -33,6 +35,8 @@ class NumbaBackend(Backend):
     OPS = frozenset({"sum", "mean", "var", "std", "erf"})
 
     def accepts(self, node, operands):
+        if node.op == "adamw":
+            return node.dtype in _FLOATS and all(b.dtype in _FLOATS for b in operands)
         if node.op not in self.OPS or len(operands) != 1:
             return False
         x = operands[0]
@@ -48,6 +52,8 @@ class NumbaBackend(Backend):
         return _count(x.shape, node.attrs["axes"]) > 0 and node.size > 0
 
     def launch(self, node, args):
+        if node.op == "adamw":
+            return self._adamw(node, args)
         x = args[0]
         if node.op == "erf":
             out = np.empty(node.shape, node.dtype)
@@ -68,6 +74,16 @@ class NumbaBackend(Backend):
                     if node.op == "std":
                         wide = np.sqrt(wide)
         return wide.astype(node.dtype).reshape(node.shape)
+
+    def _adamw(self, node, args):
+        p, g, m, v, lr, bias1, bias2 = args
+        a = node.attrs
+        lr, bias1, bias2 = float(lr), float(bias1), float(bias2)
+        out = np.empty((3, p.size), node.dtype)
+        flat = [np.ascontiguousarray(t).reshape(-1) for t in (p, g, m, v)]
+        cpu_optim.adamw_into(*flat, out, a["beta1"], a["beta2"], a["eps"], 1.0 - lr * a["weight_decay"],
+                             lr / bias1, float(np.sqrt(bias2)))
+        return out.reshape(node.shape)
 
     def launch_fused(self, recipe, root, arrays, params):
         """Run a generated elementwise kernel (runtime/fusion.py) producing `root`'s value."""

@@ -1,0 +1,21 @@
+"""The fused AdamW update as one compiled loop: the reference's float64 formula (kernels/reference/optim.py),
+operation for operation, so the results are bit-identical to it."""
+import math
+
+import numba as nb
+import numpy as np
+
+
+@nb.njit(cache=True)
+def adamw_into(p, g, m, v, out, b1, b2, eps, decay, step_size, sqrt_bias2):
+    """out[0], out[1], out[2] = new p, m, v (flat arrays)."""
+    c1, c2 = 1.0 - b1, 1.0 - b2
+    for i in range(p.shape[0]):
+        gi = np.float64(g[i])
+        mi = b1 * np.float64(m[i]) + c1 * gi
+        vi = b2 * np.float64(v[i]) + c2 * (gi * gi)
+        pi = np.float64(p[i]) * decay
+        pi = pi - step_size * (mi / (math.sqrt(vi) / sqrt_bias2 + eps))
+        out[0, i] = pi
+        out[1, i] = mi
+        out[2, i] = vi
