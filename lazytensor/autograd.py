@@ -288,9 +288,11 @@ _SQRT_PI_2 = 2.0 / math.sqrt(math.pi)
 
 VJP = {
     "add": _binary(lambda a, b, out, g: (g, g)),
-    "sub": _binary(lambda a, b, out, g: (g, -g)),
+    # Negate and divide after summing over broadcast dimensions: the same value, but the extra ops then
+    # run on the (often much smaller) operand shape instead of the full output.
+    "sub": _binary(lambda a, b, out, g: (g, -unbroadcast(g, b.shape))),
     "mul": _binary(lambda a, b, out, g: (g * b, g * a)),
-    "div": _binary(lambda a, b, out, g: (g / b, -g * out / b)),
+    "div": _binary(lambda a, b, out, g: (g / b, -(unbroadcast(g * out, b.shape) / b))),
     "pow": _binary(_pow_grads),
     "maximum": _binary(_max_min_grads),
     "minimum": _binary(_max_min_grads),
