@@ -67,10 +67,6 @@ def _shape(op, size):
     return tuple(int(s) for s in size)
 
 
-def _default_dtype(value):
-    return dtypes.scalar_dtype(value)
-
-
 def _placed(attrs, device):
     """Record an explicit placement for a creation op (None lets the offload policy decide)."""
     where = devices.resolve_placement(device)
@@ -82,7 +78,7 @@ def _placed(attrs, device):
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
     """A tensor of `size` filled with `fill_value` (dtype from the value unless given)."""
     shape = _shape("full", size if isinstance(size, (list, tuple)) else (size,))
-    dt = dtypes.as_dtype(dtype) if dtype is not None else _default_dtype(fill_value)
+    dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.scalar_dtype(fill_value)
     try:
         value = np.array(fill_value, dtype=dt.np).item()
     except (OverflowError, ValueError) as exc:

@@ -10,6 +10,25 @@ def upload(buf, block, backend, reason="operand-upload"):
     LOG.record("h2d", buf, reason, backend.name, start, measured if measured is not None else now() - start)
 
 
+def make_resident(buf, backend, reason="operand-upload"):
+    """Give `backend` a copy of `buf` (through the host if another device holds it); False if the
+    memory cannot be had within the budget."""
+    memory = backend.memory
+    if buf.on_device and buf.backend is backend:
+        memory.touch(buf)
+        return True
+    if buf.on_device:
+        if not buf.on_host:
+            download(buf, "device-switch")
+        buf.backend.memory.forget(buf)
+    block = memory.allocate(buf.nbytes)
+    if block is None:
+        return False
+    upload(buf, block, backend, reason)
+    memory.register(buf)
+    return True
+
+
 def download(buf, reason):
     """DEVICE -> BOTH: copy `buf`'s device value into a host array from the backend's pinned pool."""
     backend = buf.backend

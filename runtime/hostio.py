@@ -72,20 +72,7 @@ def replace_value(array, trigger):
 def place_on_device(node, backend, reason="to-device"):
     """Realize `node` and make sure `backend` holds a copy (True), unless memory cannot be had (False)."""
     realize([node])
-    buf = node.buffer
-    if buf.on_device and buf.backend is backend:
-        backend.memory.touch(buf)
-        return True
-    if buf.on_device:  # on another device: through the host
-        if not buf.on_host:
-            copies.download(buf, "device-switch")
-        buf.backend.memory.forget(buf)
-    block = backend.memory.allocate(buf.nbytes)
-    if block is None:
-        return False
-    copies.upload(buf, block, backend, reason)
-    backend.memory.register(buf)
-    return True
+    return copies.make_resident(node.buffer, backend, reason)
 
 
 def place_on_host(node, reason="to-host"):

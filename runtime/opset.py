@@ -1,14 +1,9 @@
 """The op families the engine knows, by name, for the API layer and for backend policies."""
 from ..kernels.reference.elementwise import (BINARY_ARITH, BINARY_COMPARE, BINARY_LOGICAL, TRANSCENDENTAL,
                                             UNARY_FLOAT, UNARY_SAME)
-from ..kernels.reference import KERNELS
 
 UNARY_FLOAT_OPS = frozenset(UNARY_FLOAT)      # float-valued: integer inputs give the default float
 UNARY_SAME_OPS = frozenset(UNARY_SAME)        # dtype-preserving
 BINARY_OPS = frozenset(BINARY_ARITH) | frozenset(BINARY_COMPARE) | frozenset(BINARY_LOGICAL)
-ELEMENTWISE_OPS = UNARY_FLOAT_OPS | UNARY_SAME_OPS | BINARY_OPS | {"cast", "logical_not", "where"}
 TRANSCENDENTAL_OPS = TRANSCENDENTAL
 REDUCE_OPS = frozenset({"sum", "prod", "mean", "var", "std", "amax", "amin", "argmax", "argmin"})
-MOVEMENT_OPS = frozenset({"reshape", "permute", "expand", "slice", "cat", "contiguous", "tril", "triu",
-                          "pad_slice"})
-ALL_OPS = frozenset(KERNELS) | {"data"}

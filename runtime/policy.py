@@ -9,7 +9,7 @@ have to be re-measured on our own hardware; the virtual device uses the CUDA tab
 transfer log rehearses a CUDA run. Metal's values are the seed's where it gives them; `fill` and the
 reduction limits are not measured for Metal and are scaled by its ~5x higher round trip.
 """
-from .opset import REDUCE_OPS, TRANSCENDENTAL_OPS
+from .opset import BINARY_OPS, REDUCE_OPS, TRANSCENDENTAL_OPS
 
 CUDA_THRESHOLDS = {
     "matmul": 131072,          # n*m*p (batch*n*m*p for stacked products), ~51^3
@@ -26,9 +26,7 @@ METAL_THRESHOLDS = {
 }
 
 FILL_OPS = frozenset({"full", "arange", "linspace", "eye", "uniform", "normal", "randint"})
-_BINARY_SHAPED = frozenset({"add", "sub", "mul", "div", "floordiv", "mod", "pow", "maximum", "minimum",
-                            "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
-                            "where"})
+_BINARY_SHAPED = BINARY_OPS | {"where"}
 
 
 def is_param(buf):

@@ -106,25 +106,13 @@ def _run_on_device(node, operands, backend):
 
 def _device_operands(operands, backend):
     """Device views of the operands, uploading those not resident here; None if memory runs out."""
-    memory = backend.memory
     args = []
     for b in operands:
         if is_param(b):
             args.append(b.host)
             continue
-        if b.on_device and b.backend is backend:
-            LOG.hit(backend.name)
-            memory.touch(b)
-        else:
-            LOG.miss(backend.name)
-            if b.on_device:  # resident on another device: bring it through the host
-                if not b.on_host:
-                    copies.download(b, "device-switch")
-                b.backend.memory.forget(b)
-            block = memory.allocate(b.nbytes)
-            if block is None:
-                return None
-            copies.upload(b, block, backend)
-            memory.register(b)
+        (LOG.hit if b.on_device and b.backend is backend else LOG.miss)(backend.name)
+        if not copies.make_resident(b, backend):
+            return None
         args.append(backend.view(b.device, b.shape, b.dtype))
     return args
