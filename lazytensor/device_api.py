@@ -12,8 +12,11 @@ from .tensor import Tensor
 def set_device(name="auto", **options):
     """Run later work on `name` (auto, cuda, metal, virtual, cpu). Returns the device that will run it.
 
-    A missing device prints one line on stderr and the CPU runs instead. The virtual device takes
-    `memory=` (bytes or a string like "256MB") for the size of its arena.
+    A missing device prints one line on stderr and the CPU runs instead. Options start a fresh device:
+    virtual takes `memory=` (bytes or "256MB") and `offload=` ("policy" or "always": every kernel it
+    can run); cuda takes `driver=` ("pycuda", "cuda-bindings", or "emulated": kernels compiled as C on
+    the CPU, for tests), `offload=` and, emulated, `memory=`; metal takes `offload=` and `module=` (a
+    metalcompute stand-in, for tests on other platforms).
     """
     return _devices.select(name, **options)
 

@@ -31,25 +31,76 @@ _HOST_CHAIN = _host_chain()
 _state = {"device": None, "name": None, "noticed": set(), "created": []}
 
 
-def _probe_cuda():
+_cuda = {"device": None, "reason": None}
+
+
+def _cuda_hidden():
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None and visible.strip() in ("", "-1"):
-        return False, "hidden: CUDA_VISIBLE_DEVICES is set to an empty list"
+    return visible is not None and visible.strip() in ("", "-1")
+
+
+def _open_cuda(driver=None, offload=None, memory=None):
+    """The CUDA backend, or None and the reason. The default one starts once per process; naming a
+    driver, offload mode or (emulated) memory size starts a fresh one."""
+    if _cuda_hidden():
+        return None, "hidden: CUDA_VISIBLE_DEVICES is set to an empty list"
+    fresh = driver is not None or offload is not None or memory is not None
+    if not fresh and (_cuda["device"] is not None or _cuda["reason"] is not None):
+        return _cuda["device"], _cuda["reason"]
+    driver = (driver or os.environ.get("LAZYTENSOR_CUDA_DRIVER") or "auto").strip().lower()
+    offload = (offload or os.environ.get("LAZYTENSOR_CUDA_OFFLOAD") or "policy").strip().lower()
+    device, reason = None, None
+    if driver != "emulated":
+        try:
+            ctypes.CDLL("libcuda.so.1")
+        except OSError:
+            reason = "no NVIDIA driver here (libcuda.so.1 could not be loaded)"
+    if reason is None:
+        try:
+            from .backends.cuda_driver import open_driver
+            from .backends.kernel_device import KernelDevice
+            if offload not in ("policy", "always"):
+                raise ValueError(f"cuda offload must be 'policy' or 'always', got {offload!r}")
+            device = KernelDevice(open_driver(driver, memory), offload)
+            reason = device.driver.description
+        except (ImportError, RuntimeError, OSError) as exc:
+            reason = str(exc)
+    if not fresh:
+        _cuda["device"], _cuda["reason"] = device, reason
+    return device, reason
+
+
+def _probe_cuda():
+    device, reason = _open_cuda()
+    return device is not None, reason
+
+
+_metal = {"device": None, "reason": None}
+
+
+def _open_metal(module=None, offload=None):
+    """The Metal backend (the default one starts once per process), or None with the reason. `module`
+    stands in for metalcompute (a test double on other platforms); it and `offload` start a fresh one."""
+    fresh = module is not None or offload is not None
+    if not fresh and (_metal["device"] is not None or _metal["reason"] is not None):
+        return _metal["device"], _metal["reason"]
+    device, reason = None, None
     try:
-        ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return False, "no NVIDIA driver here (libcuda.so.1 could not be loaded)"
-    return False, "an NVIDIA driver is present, but this version of lazytensor has no CUDA backend yet"
+        from .backends.metal import MetalBackend, unavailable_reason
+        reason = None if module is not None else unavailable_reason()
+        if reason is None:
+            device = MetalBackend(module, offload or os.environ.get("LAZYTENSOR_METAL_OFFLOAD") or "policy")
+            reason = device.description
+    except (ImportError, RuntimeError, OSError) as exc:
+        reason = f"Metal could not start: {exc}"
+    if not fresh:
+        _metal["device"], _metal["reason"] = device, reason
+    return device, reason
 
 
 def _probe_metal():
-    if sys.platform != "darwin":
-        return False, "Metal needs macOS on Apple silicon"
-    try:
-        import metalcompute  # noqa: F401
-    except ImportError:
-        return False, "metalcompute is not installed (pip install 'lazytensor[metal]')"
-    return False, "metalcompute is installed, but this version of lazytensor has no Metal backend yet"
+    device, reason = _open_metal()
+    return device is not None, reason
 
 
 def describe():
@@ -88,10 +139,17 @@ def select(name=None, **options):
         device = VirtualDevice(**options)
         _state["created"].append(weakref.ref(device))
     elif requested in ("cuda", "metal"):
-        ok, reason = (_probe_cuda if requested == "cuda" else _probe_metal)()
-        if not ok:
+        device, reason = _open_cuda(**options) if requested == "cuda" else _open_metal(**options)
+        if device is None:
             _notice(requested, reason)
-    # "auto" picks the first available accelerator; this version has no accelerator backend, so the CPU.
+    elif requested == "auto":
+        # The first available accelerator (the emulated CUDA driver only when asked for by name).
+        if os.environ.get("LAZYTENSOR_CUDA_DRIVER", "").strip().lower() != "emulated":
+            device = _open_cuda()[0]
+        if device is None and sys.platform == "darwin":
+            device = _open_metal()[0]
+    if device is not None and device.name == "cuda":
+        _state["created"].append(weakref.ref(device))
     _state["device"], _state["name"] = device, (device.name if device else "cpu")
     return _state["name"]
 
@@ -141,9 +199,10 @@ def resolve_placement(name):
 
 
 def fusing_backend(chain):
-    """The host backend that runs fused elementwise groups, when the chain starts on the host with it
-    (fusion is off with a device active, and with LAZYTENSOR_FUSE=0)."""
+    """The backend that runs fused elementwise groups: the first of the chain when it compiles them
+    (numba on the host, a kernel-compiling device); None with LAZYTENSOR_FUSE=0."""
     if os.environ.get("LAZYTENSOR_FUSE", "1").strip().lower() in ("0", "false", "no", "off"):
         return None
     first = chain[0]
-    return first if getattr(first, "launch_fused", None) is not None else None
+    fuses = getattr(first, "launch_fused" if first.is_host else "launch_group", None) is not None
+    return first if fuses else None

@@ -228,7 +228,8 @@ class DeviceMemory:
         return {"bytes_resident": self.resident_bytes, "peak_bytes": self.peak_bytes, "budget": self.budget,
                 "cached_bytes": self.cached_bytes, "buffers_resident": len(self._lru),
                 "evictions": self.evictions, "evicted_bytes": self.evicted_bytes,
-                "memory_fallbacks": self.memory_fallbacks, "device_free": free, "device_total": total}
+                "memory_fallbacks": self.memory_fallbacks, "device_free": free, "device_total": total,
+                "status_reads": getattr(self.backend, "status_reads", 0)}
 
 
 class PinnedPool:

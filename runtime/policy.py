@@ -106,3 +106,24 @@ def accepts(backend, node, operands):
         return operands[0].nbytes // operands[0].dtype.itemsize >= table["reduce_input"] and \
             node.size >= table["reduce_slices"]
     return node.size >= table[fam]
+
+
+def accepts_group(backend, root, has_transcendental, operands):
+    """Whether a device runs a fused elementwise group producing `root` from operand buffers: like one
+    elementwise kernel (resident operands make any size a member; else the transcendental or
+    broadcast threshold applies, and equal-shape work stays on the CPU)."""
+    table = backend.thresholds
+    data = [b for b in operands if not is_param(b)]
+    resident = [b for b in data if b.on_device and b.backend is backend]
+    if data and len(resident) == len(data):
+        return True
+    if resident:
+        upload = sum(b.nbytes for b in data if not (b.on_device and b.backend is backend))
+        download = sum(b.nbytes for b in resident if not b.on_host)
+        if upload <= download:
+            return True
+    if has_transcendental:
+        return root.size >= table["transcendental"]
+    if len({b.shape for b in data}) > 1:
+        return root.size >= table["broadcast"]
+    return False

@@ -36,25 +36,85 @@ def realize(roots):
         if id(node) in absorbed:
             continue  # computed inside its group's kernel; it keeps its inputs and stays pending
         group = groups.pop(node, None)
-        node.buffer = _run_group(group, fuser) if group is not None else _run(node, chain)
+        node.buffer = _run_group(group, fuser, chain) if group is not None else _run(node, chain)
         node.inputs = ()
         kernels += 1
     COUNTERS.kernels += kernels
     return kernels
 
 
-def _run_group(group, backend):
-    """Run a fused group on the host backend that compiles them."""
+def _run_group(group, backend, chain):
+    """Run a fused group as one kernel: on the device when it accepts the group, else on the first host
+    fuser of the chain that does (a GPU fuser like Metal may decline); with none, its members run one
+    by one down the chain as usual."""
+    if not backend.is_host:
+        start = now()
+        buf = _run_group_on_device(group, backend)
+        if buf is not None:
+            if LOG.profiling:
+                backend.synchronize()
+                measured = backend.kernel_seconds() if hasattr(backend, "kernel_seconds") else None
+                LOG.kernel(group.root, backend.name, start, measured if measured is not None else now() - start,
+                           label=group.label)
+            return buf
+    fusers = [backend] if backend.is_host else []
+    fusers += [b for b in chain[1:] if b.is_host and getattr(b, "launch_fused", None) is not None]
+    for fuser in fusers:
+        buf = _run_group_on_host(group, fuser)
+        if buf is not None:
+            return buf
+    return _run_members(group, chain)
+
+
+def _run_group_on_host(group, backend):
+    """The group's value from a host fuser, or None if it declines the group (a GPU fuser may)."""
     for node in group.inputs + [p for p in group.params if isinstance(p, Node)]:
         if not node.buffer.on_host:
             copies.download(node.buffer, "host-kernel")
     params = [p.buffer.host.item() if isinstance(p, Node) else p for p in group.params]
     start = now()
     out = backend.launch_fused(group.recipe, group.root, [n.buffer.host for n in group.inputs], params)
+    if out is None:
+        return None
     if LOG.profiling:
         LOG.kernel(group.root, backend.name, start, now() - start, label=group.label)
     node = group.root
     return Buffer(node.id, node.op, node.shape, node.dtype).set_host_result(out, True)
+
+
+def _run_group_on_device(group, backend):
+    """The group's value computed on `backend` as one kernel, or None if the device declines it or
+    cannot get the memory."""
+    operands = [n.buffer for n in group.inputs] + [p.buffer for p in group.params if isinstance(p, Node)]
+    if not backend.accepts_group(group, operands):
+        return None
+    node, memory = group.root, backend.memory
+    with memory.pinning(operands):
+        out = memory.allocate(node.nbytes)
+        if out is None:
+            return None
+        try:
+            args = _device_operands(operands, backend)
+            if args is None:
+                memory.give_back(out, node.nbytes)
+                return None
+            backend.launch_group(group, args, out)
+        except BaseException:
+            memory.give_back(out, node.nbytes)
+            raise
+    buf = Buffer(node.id, node.op, node.shape, node.dtype).set_device_result(out, backend)
+    memory.register(buf)
+    return buf
+
+
+def _run_members(group, chain):
+    """A declined group's nodes run one at a time (its 0-d constants too), inputs before consumers."""
+    order = pending_order([group.root])
+    for node in order:
+        node.buffer = _run(node, chain)
+        if node is not group.root:
+            node.inputs = ()
+    return group.root.buffer
 
 
 def _run(node, chain):
@@ -68,7 +128,8 @@ def _run(node, chain):
         if buf is not None:
             if LOG.profiling:
                 backend.synchronize()
-                LOG.kernel(node, backend.name, start, now() - start)
+                measured = backend.kernel_seconds() if hasattr(backend, "kernel_seconds") else None
+                LOG.kernel(node, backend.name, start, measured if measured is not None else now() - start)
             return buf
     raise AssertionError(f"no backend accepted {node}")  # the last host backend accepts everything
 
@@ -101,6 +162,11 @@ def _run_on_device(node, operands, backend):
             raise
     buf = Buffer(node.id, node.op, node.shape, node.dtype).set_device_result(out, backend)
     memory.register(buf)
+    if node.op == "reshape" and operands[0].on_host:
+        # A reshape of a value the host also holds is free there: keep both copies (state BOTH), so
+        # e.g. reshaped targets stay readable by host-side index checks without a download.
+        buf.add_host_copy(operands[0].host.reshape(node.shape))
+        buf.share_host()
     return buf
 
 

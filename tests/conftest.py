@@ -40,3 +40,27 @@ def virtual():
         lt.reset_counters()
         return lt.runtime.devices.active_device()
     yield start
+
+
+@pytest.fixture
+def cuda_device():
+    """Switch to a fresh CUDA backend. The driver is LAZYTENSOR_TEST_CUDA_DRIVER: "emulated" by default
+    (kernels compiled as C and run on the CPU), "cuda-bindings" or "pycuda" on a machine with a GPU
+    (bench/device_check.py runs these tests that way)."""
+    driver = os.environ.get("LAZYTENSOR_TEST_CUDA_DRIVER", "emulated")
+    if driver == "emulated":
+        from lazytensor.kernels.gpu import c_emulation
+        if c_emulation.compiler() is None:
+            pytest.skip("the emulated CUDA driver needs a C compiler (cc)")
+
+    def start(offload="always", memory="256MB", budget=None):
+        options = {"memory": memory} if driver == "emulated" else {}
+        name = lt.set_device("cuda", driver=driver, offload=offload, **options)
+        if name != "cuda":
+            pytest.skip(f"the CUDA backend did not start with driver {driver!r}")
+        if budget is not None:
+            lt.set_memory_budget(budget)
+        lt.clear_transfer_log()
+        lt.reset_counters()
+        return lt.runtime.devices.active_device()
+    yield start

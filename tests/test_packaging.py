@@ -36,9 +36,13 @@ CHECK = textwrap.dedent("""
             top_level[name] = True
         except ModuleNotFoundError:
             top_level[name] = False
+    from lazytensor.kernels.gpu import CUDA, METAL, catalog
+    from lazytensor.kernels.cuda.tiled import tiled_matmul
+    device_text = len(catalog.source(CUDA)) + len(catalog.source(METAL))  # the preludes ship as data
+    device_text += len(tiled_matmul((1,), 128, 64, 128, (0,), (0,), "float32").source(CUDA))
     print(json.dumps({"lazytensor": lazytensor.__file__, "runtime": lazytensor.runtime.__file__,
                       "kernels": lazytensor.kernels.__file__, "top_level": top_level,
-                      "value": lt.ones(3).sum().item()}))
+                      "value": lt.ones(3).sum().item(), "device_text": device_text}))
 """)
 
 
@@ -81,6 +85,7 @@ def test_pip_install_into_a_fresh_venv_imports_all_three_packages(tmp_path):
     assert Path(info["runtime"]).parent == site / "lazytensor" / "runtime"
     assert info["top_level"] == {"runtime": False, "kernels": False}
     assert info["value"] == 3.0
+    assert info["device_text"] > 100_000
 
 
 @pytest.mark.slow

@@ -1,0 +1,203 @@
+"""Device check for an NVIDIA GPU: one script, under 8 minutes including setup.
+
+    python bench/device_check.py            # everything
+    python bench/device_check.py --quick    # tests and one training-step round only
+
+1. Setup: imports lazytensor from this checkout (installing it editable, without network, if needed);
+   reports the GPU, driver, NVRTC, and which driver binding lazytensor uses (cuda-bindings or pycuda).
+2. The CUDA test suite on the GPU: tests/test_cuda_backend.py (bit-identity vs NumPy for the contract's op
+   classes, tolerances for matmul and transcendentals, byte-identical RNG, deterministic scatter-add run
+   twice, a training step's transfers) and tests/test_kernel_sources.py, with
+   LAZYTENSOR_TEST_CUDA_DRIVER set to the binding found.
+3. Op micro-benchmarks (bench/ops.py's cases): lazytensor on the GPU vs NumPy vs PyTorch CUDA if
+   installed; GPU timings after a synchronize, medians of several rounds after warm-up.
+4. The GPT training step (tiny and small): lazytensor CUDA vs PyTorch CUDA (same weights, same batches)
+   vs lazytensor on this machine's CPU, and the bytes moved each way per step after warm-up.
+
+The report (Markdown) goes to $OUT/device_check.md when OUT is set, else bench/results/.
+"""
+import argparse
+import datetime
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+
+def _setup(lines):
+    try:
+        import lazytensor  # noqa: F401
+    except ImportError:
+        done = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
+                               "--no-index", "-e", ROOT], capture_output=True, text=True)
+        lines.append(f"- installed lazytensor editable: rc {done.returncode}")
+    import lazytensor as lt
+    from lazytensor.kernels.cuda import nvrtc
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
+                              "--format=csv,noheader"], capture_output=True, text=True)
+        lines.append(f"- GPU: {smi.stdout.strip() or smi.stderr.strip()}")
+    except OSError:
+        lines.append("- GPU: nvidia-smi not found")
+    lines.append(f"- Python {platform.python_version()}, NumPy {__import__('numpy').__version__}, "
+                 f"NVRTC {nvrtc.version() if nvrtc.available() else 'missing'}")
+    for name in ("cuda.bindings", "pycuda", "torch", "cupy"):
+        try:
+            mod = __import__(name, fromlist=["x"])
+            lines.append(f"- {name} {getattr(mod, '__version__', '')}")
+        except ImportError:
+            lines.append(f"- {name}: not installed")
+    entry = next(e for e in lt.devices() if e["name"] == "cuda")
+    lines.append(f"- lazytensor cuda: available={entry['available']} ({entry['reason']})")
+    if not entry["available"]:
+        raise SystemExit("\n".join(lines) + "\nthe CUDA backend is not available; nothing more to check")
+    return lt, lt.runtime.devices.active_device() or lt.runtime.devices._open_cuda()[0]
+
+
+def _tests(lines, driver):
+    env = dict(os.environ, LAZYTENSOR_TEST_CUDA_DRIVER=driver)
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
+                           "tests/test_cuda_backend.py", "tests/test_kernel_sources.py"],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    tail = done.stdout.strip().splitlines()[-25:] if done.returncode else done.stdout.strip().splitlines()[-1:]
+    lines.append(f"- pytest (driver {driver}) rc {done.returncode} in {time.perf_counter() - t0:.0f} s:")
+    lines += ["      " + line for line in tail + done.stderr.strip().splitlines()[-5:]]
+
+
+def _torch_cuda():
+    """torch when it is installed with CUDA and sees a GPU, else None (the comparison is skipped)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch if torch.cuda.is_available() else None
+
+
+def _median(fn, sync, rounds):
+    fn()
+    sync()
+    samples = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def _ops(lines, lt, device, rounds):
+    import numpy as np
+    from ops import cases
+    torch = _torch_cuda()
+    lines.append("\n| op | lazytensor CUDA (us) | NumPy eager (us) | PyTorch CUDA (us) | ours / PyTorch |")
+    lines.append("|---|---|---|---|---|")
+    for name, (ours, numpy_fn, torch_fn, arrays) in cases(np.random.default_rng(0)).items():
+        ts = [lt.tensor(a).to("cuda").realize() for a in arrays]
+        res = {"ours": _median(lambda: ours(ts).realize(), device.synchronize, rounds)}
+        if numpy_fn is not None:
+            res["numpy"] = _median(lambda: numpy_fn(arrays), lambda: None, max(3, rounds // 5))
+        if torch is not None:
+            ps = [torch.from_numpy(a.copy()).cuda() for a in arrays]
+            res["torch"] = _median(lambda: torch_fn(ps), torch.cuda.synchronize, rounds)
+        cell = {k: f"{v * 1e6:,.0f}" for k, v in res.items()}
+        ratio = f"{res['ours'] / res['torch']:.2f}x" if "torch" in res else "-"
+        lines.append(f"| {name} | {cell['ours']} | {cell.get('numpy', '-')} | {cell.get('torch', '-')} | {ratio} |")
+
+
+def _train(lines, lt, device, config, rounds, steps):
+    from lazytensor.data import CharDataset, default_corpus
+    from lazytensor.train import TrainConfig, build, train_step
+    data = CharDataset(default_corpus())
+    sizes = lt.models.CONFIGS[config]
+    batches = [tuple(t.numpy() for t in data.batch("train", sizes["batch_size"], sizes["block_size"]))
+               for _ in range(steps)]
+    result = {}
+    for where in ("cuda", "cpu"):
+        lt.set_device(where)
+        lt.manual_seed(0)
+        model, opt, _ = build(TrainConfig(config=config, steps=1000), data)
+        params = list(model.parameters())
+
+        def ours():
+            for x, y in batches:
+                train_step(model, opt, params, lt.tensor(x).to(where), lt.tensor(y).to(where), 1.0).item()
+        sync = device.synchronize if where == "cuda" else (lambda: None)
+        n = rounds if where == "cuda" else 1
+        result[f"lazytensor {where}"] = _median(ours, sync, n) / steps
+        if where == "cuda":
+            lt.clear_transfer_log()
+            x, y = batches[0]
+            train_step(model, opt, params, lt.tensor(x).to("cuda"), lt.tensor(y).to("cuda"), 1.0).item()
+            log = lt.transfer_log()
+            moved = {d: (sum(1 for r in log if r.direction == d), sum(r.nbytes for r in log if r.direction == d))
+                     for d in ("h2d", "d2h")}
+            twin_model = model
+    torch = _torch_cuda()
+    if torch is not None:
+        from torch_gpt import twin_of
+        twin = twin_of(twin_model)[0].cuda()
+        topt = torch.optim.AdamW(twin.parameters(), lr=3e-3, betas=(0.9, 0.99), weight_decay=0.1)
+        cuda_batches = [(torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda()) for x, y in batches]
+
+        def theirs():
+            for x, y in cuda_batches:
+                loss = twin(x, y)
+                topt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(twin.parameters(), 1.0)
+                topt.step()
+                loss.item()
+        result["pytorch cuda"] = _median(theirs, torch.cuda.synchronize, rounds) / steps
+    lt.set_device("cuda")
+    row = " | ".join(f"{k}: {v * 1e3:.2f} ms" for k, v in result.items())
+    ratios = []
+    if "pytorch cuda" in result:
+        ratios.append(f"ours/PyTorch {result['lazytensor cuda'] / result['pytorch cuda']:.2f}x")
+    ratios.append(f"CPU/CUDA {result['lazytensor cpu'] / result['lazytensor cuda']:.1f}x")
+    lines.append(f"- `{config}` step: {row}; {', '.join(ratios)}; per step after warm-up: "
+                 f"{moved['h2d'][0]} uploads ({moved['h2d'][1]} B), {moved['d2h'][0]} downloads ({moved['d2h'][1]} B)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [f"## CUDA device check ({now})\n"]
+    os.environ.setdefault("LAZYTENSOR_DEVICE", "cuda")
+    lt, device = _setup(lines)
+    driver = device.driver.kind
+    lines.append(f"- lazytensor driver binding: {driver} ({device.driver.description})")
+    sections = [("tests", lambda: _tests(lines, driver))]
+    if not args.quick:
+        sections.append(("ops", lambda: _ops(lines, lt, device, 20)))
+    for config in ("tiny",) if args.quick else ("tiny", "small"):
+        sections.append((f"train {config}", lambda c=config: _train(lines, lt, device, c, 1 if args.quick else 3, 3)))
+    for title, run in sections:
+        lines.append(f"\n### {title}")
+        try:
+            run()
+        except Exception as exc:  # report and go on: one broken section must not hide the others
+            lines.append(f"- FAILED: {type(exc).__name__}: {exc}")
+        lines.append(f"- (elapsed {time.perf_counter() - t0:.0f} s)")
+        print("\n".join(lines[-3:]), flush=True)
+    out_dir = os.environ.get("OUT") or os.path.join(HERE, "results")
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, "device_check.md")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    print(f"report written to {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,242 @@
+"""Elementwise ops as C expressions, and the strided map kernel every copy-like op is built on.
+
+The expressions follow the reference's rule (kernels/reference/elementwise.py): widen to the wide type
+(`real`: float64 where the dialect has it; i64 for integers), compute, round once at store. `+ - * /`,
+`sqrt` and friends are correctly rounded, so with float32 operands and result they are computed in
+float32 directly: the same bits, and much faster on GPUs with few float64 units.
+"""
+import numpy as np
+
+from .spec import KernelSpec, ctype
+
+NATIVE_SAFE = frozenset({"add", "sub", "mul", "div", "maximum", "minimum", "neg", "abs", "sqrt", "square",
+                         "relu", "floor", "ceil", "sign"})
+_ARITH = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+_COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_MATH = {"exp", "log", "tanh", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "erf",
+         "sigmoid", "sqrt"}
+UNARY = frozenset(_MATH) | {"rsqrt", "neg", "abs", "sign", "relu", "square", "floor", "ceil", "logical_not",
+                            "cast"}
+BINARY = frozenset(_ARITH) | frozenset(_COMPARE) | {"maximum", "minimum", "logical_and", "logical_or",
+                                                     "logical_xor"}
+OPS = UNARY | BINARY | {"where"}
+TRANSCENDENTAL = frozenset({"exp", "log", "tanh", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
+                            "erf", "sigmoid"})
+# Ops that need float64 to match the reference, so a float-only dialect declines them for float32.
+NEEDS_WIDE = frozenset(_MATH - {"sqrt"}) | {"rsqrt"}
+
+
+def _kind(dtype):
+    return np.dtype(dtype).kind  # f, i, b
+
+
+def _wide_name(dtype, native):
+    k = _kind(dtype)
+    if k == "f":
+        return ctype(dtype) if native else "real"
+    return "i64"
+
+
+def supported(op, in_dtypes, out_dtype, has_double):
+    """Whether `op` has a device expression for these dtypes (floordiv, mod, pow and integer
+    transcendentals stay on the CPU, whose NumPy semantics they follow)."""
+    if op not in OPS:
+        return False
+    dts = [np.dtype(d) for d in in_dtypes] + [np.dtype(out_dtype)]
+    if any(d.name not in ("float32", "float64", "int32", "int64", "bool") for d in dts):
+        return False
+    if not has_double:
+        if any(d == np.float64 for d in dts):
+            return False
+        if op in NEEDS_WIDE:
+            return False  # float32 transcendentals without float64: documented tolerance, see metal docs
+    if op in ("div",) and any(_kind(d) != "f" for d in in_dtypes) and _kind(out_dtype) != "f":
+        return False
+    return True
+
+
+def _maxmin(a, b, cmp):
+    # NumPy's maximum/minimum: a NaN in `a` wins, else the comparison, else `b` (so ties return b).
+    return f"(({a}) != ({a}) ? ({a}) : (({a}) {cmp} ({b}) ? ({a}) : ({b})))"
+
+
+def expression(op, in_dtypes, out_dtype, args, profile_double=True):
+    """A C expression of type `ctype(out_dtype)` computing `op` on operand expressions `args`."""
+    out = np.dtype(out_dtype)
+    oc = ctype(out)
+    ins = [np.dtype(d) for d in in_dtypes]
+    native = op in NATIVE_SAFE and all(d == out for d in ins) or not profile_double
+    if op == "cast":
+        if out.kind == "b":
+            return f"(u8)(({args[0]}) != 0)"
+        return f"({oc})({args[0]})"
+    if op == "where":
+        return f"(({args[0]}) != 0 ? ({oc})({args[1]}) : ({oc})({args[2]}))"
+    if op in _COMPARE:
+        wide = "real" if any(d.kind == "f" for d in ins) else "i64"
+        return f"(u8)((({wide})({args[0]})) {_COMPARE[op]} (({wide})({args[1]})))"
+    if op == "logical_not":
+        return f"(u8)(({args[0]}) == 0)"
+    if op in ("logical_and", "logical_or", "logical_xor"):
+        a, b = f"(({args[0]}) != 0)", f"(({args[1]}) != 0)"
+        sym = {"logical_and": "&&", "logical_or": "||", "logical_xor": "!="}[op]
+        return f"(u8)({a} {sym} {b})"
+    if out.kind == "b":
+        # arithmetic on bools (e.g. maximum of masks) in integers, then back to 0/1
+        w = [f"(i64)({a})" for a in args]
+        inner = _arith(op, w, "i64", integer=True)
+        return f"(u8)(({inner}) != 0)"
+    w = _wide_name(out, native)
+    wargs = [f"({w})({a})" for a in args]
+    return f"({oc})({_arith(op, wargs, w, integer=out.kind != 'f')})"
+
+
+def _arith(op, a, w, integer):
+    if op in _ARITH:
+        if integer and op != "div":
+            # two's-complement wraparound as NumPy does (signed overflow is undefined in C)
+            return f"(i64)((u64)({a[0]}) {_ARITH[op]} (u64)({a[1]}))"
+        return f"({a[0]} {_ARITH[op]} {a[1]})"
+    if op == "maximum":
+        return _maxmin(a[0], a[1], ">")
+    if op == "minimum":
+        return _maxmin(a[0], a[1], "<")
+    if op == "neg":
+        return f"(i64)((u64)0 - (u64)({a[0]}))" if integer else f"(-{a[0]})"
+    if op == "abs":
+        return f"({a[0]} < 0 ? (i64)((u64)0 - (u64)({a[0]})) : {a[0]})" if integer else f"lt_fabs({a[0]})"
+    if op == "square":
+        return f"(i64)((u64)({a[0]}) * (u64)({a[0]}))" if integer else f"({a[0]} * {a[0]})"
+    if op == "sign":
+        x = a[0]
+        if integer:
+            return f"({x} > 0 ? (i64)1 : ({x} < 0 ? (i64)-1 : (i64)0))"
+        return f"({x} != {x} ? {x} : ({x} > 0 ? ({w})1 : ({x} < 0 ? ({w})-1 : ({w})0)))"
+    if op == "relu":
+        return _maxmin(a[0], f"({w})0", ">")
+    if op in ("floor", "ceil"):
+        return a[0] if integer else f"lt_{op}({a[0]})"
+    if op == "rsqrt":
+        return f"(({w})1 / lt_sqrt({a[0]}))"
+    if op in _MATH:
+        return f"lt_{op}({a[0]})"
+    raise ValueError(f"no device expression for {op}")
+
+
+def collapse(shape, strides_list):
+    """Merge adjacent dims that every operand walks contiguously and drop size-1 dims: fewer divisions."""
+    dims = [(n, [s[d] for s in strides_list]) for d, n in enumerate(shape) if n != 1]
+    merged = []
+    for n, st in dims:
+        if merged:
+            pn, pst = merged[-1]
+            if all(p == s * n for p, s in zip(pst, st)):
+                merged[-1] = (pn * n, st)
+                continue
+        merged.append((n, st))
+    if not merged:
+        return (), [() for _ in strides_list]
+    shape = tuple(n for n, _ in merged)
+    return shape, [tuple(st[k] for _, st in merged) for k in range(len(strides_list))]
+
+
+def index_code(shape, keep_dims=False):
+    """Code decomposing `gid` into per-dim indices i0..i{R-1} over row-major `shape`."""
+    lines, r = ["  i64 lt_r = gid;"], len(shape)
+    for d in range(r - 1, 0, -1):
+        lines.append(f"  const i64 i{d} = lt_r % {shape[d]}LL; lt_r /= {shape[d]}LL;")
+    if r:
+        lines.append("  const i64 i0 = lt_r;")
+    return "\n".join(lines)
+
+
+def offset_code(offset, strides):
+    terms = [str(int(offset))] + [f"i{d} * {int(s)}LL" for d, s in enumerate(strides) if s != 0]
+    return " + ".join(terms)
+
+
+def strided_map(kind, shape, out, ins, value, scalars=(), keep_dims=False):
+    """A kernel writing out[i] = value(v0, v1, ...) for every index i of `shape`.
+
+    `out` and each of `ins` are (dtype, strides, offset) in elements; `value` is a C expression over the
+    loaded elements v0.., the scalars s0.. and, with keep_dims, the indices i0.. of `shape`."""
+    shape = tuple(int(n) for n in shape)
+    threads = int(np.prod(shape, dtype=np.int64))
+    strides = [out[1]] + [x[1] for x in ins]
+    if not keep_dims:
+        shape, strides = collapse(shape, strides)
+    body = [index_code(shape)]
+    for k, (dtype, _, off) in enumerate(ins):
+        body.append(f"  const {ctype(dtype)} v{k} = x{k}[{offset_code(off, strides[k + 1])}];")
+    body.append(f"  y[{offset_code(out[2], strides[0])}] = {value};")
+    buffers = [("y", out[0], True)] + [(f"x{k}", x[0], False) for k, x in enumerate(ins)]
+    return KernelSpec(kind, buffers, scalars, threads, "\n".join(body))
+
+
+def contiguous_strides(shape):
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= int(n)
+    return tuple(reversed(strides))
+
+
+def broadcast_strides(in_shape, out_shape):
+    """Element strides reading a contiguous `in_shape` array broadcast to `out_shape` (0 where broadcast)."""
+    pad = len(out_shape) - len(in_shape)
+    base = (0,) * pad + contiguous_strides(in_shape)
+    full = (1,) * pad + tuple(in_shape)
+    return tuple(0 if full[d] == 1 and out_shape[d] != 1 else base[d] for d in range(len(out_shape)))
+
+
+def fused_supported(recipe, has_double):
+    """Whether a dialect can run the recipe with the reference's numerics (see `supported`)."""
+    for ins in recipe[1]:
+        if ins[0] in ("in", "param"):
+            dts = [ins[2]]
+        else:
+            dts = [ins[1]]
+        if not has_double and ("float64" in dts or ins[0] in NEEDS_WIDE):
+            return False
+    return True
+
+
+def fused(shape, recipe, input_shapes, param_buffers, has_double=True):
+    """One kernel for a fused elementwise recipe (runtime/fusion.py): each instruction rounds to its
+    node's dtype exactly where the reference stores it, so the result has the unfused kernels' bits.
+
+    `input_shapes[k]` is input k's shape (broadcast to `shape`); `param_buffers[k]` says whether
+    parameter k is a 0-d device buffer rather than a runtime scalar."""
+    shape = tuple(int(n) for n in shape)
+    _, instrs = recipe
+    st = contiguous_strides(shape)
+    loads, scalars, lines, dtypes, param_bufs = [], [], [], [], []
+    buffers = [("y", instrs[-1][1], True)]
+    for n, ins in enumerate(instrs):
+        kind = ins[0]
+        if kind == "in":
+            k, dt = ins[1], ins[2]
+            strides = broadcast_strides(input_shapes[k], shape)
+            loads.append(f"x{k}[{offset_code(0, strides)}]")
+            buffers.append((f"x{k}", dt, False))
+            value = loads[-1]
+        elif kind == "param":
+            k, dt = ins[1], ins[2]
+            if param_buffers[k]:
+                param_bufs.append((f"p{k}", dt, False))
+                value = f"p{k}[0]"
+            else:
+                scalars.append((f"s{k}", "f" if dt != "bool" else "i"))
+                value = f"({ctype(dt)})s{k}"
+        elif kind == "cast":
+            dt = ins[1]
+            value = expression("cast", [dtypes[ins[2]]], dt, [f"t{ins[2]}"], has_double)
+        else:
+            dt = ins[1]
+            args = list(ins[2:])
+            value = expression(kind, [dtypes[a] for a in args], dt, [f"t{a}" for a in args], has_double)
+        dtypes.append(dt)
+        lines.append(f"  const {ctype(dt)} t{n} = {value};")
+    body = [index_code(shape)] + lines + [f"  y[gid] = t{len(instrs) - 1};"]
+    return KernelSpec("fused", buffers + param_bufs, scalars, int(np.prod(shape, dtype=np.int64)),
+                      "\n".join(body))

@@ -1,0 +1,131 @@
+"""Axis reductions, one work item per output element folding its slice left to right.
+
+Matches kernels/reference/reduce.py: float sums, products, means, variances fold in float64 in
+row-major order of the reduced axes, starting from the first element, and round once; integer and bool
+sums are exact in i64; amax/amin propagate NaN; argmax/argmin return the first position. A dialect
+without float64 folds in float32 with Kahan compensation instead (not bit-identical; see the docs).
+"""
+import numpy as np
+
+from .elementwise import collapse, contiguous_strides, index_code, offset_code
+from .spec import KernelSpec, ctype
+
+OPS = frozenset({"sum", "mean", "prod", "var", "std", "amax", "amin", "argmax", "argmin"})
+
+
+def supported(op, in_dtype, out_dtype, has_double):
+    dts = {np.dtype(in_dtype).name, np.dtype(out_dtype).name}
+    if op not in OPS or not dts <= {"float32", "float64", "int32", "int64", "bool"}:
+        return False
+    if not has_double and "float64" in dts:
+        return False
+    if not has_double and op == "prod":
+        return False
+    return True
+
+
+def _loops(red_shape, red_strides, base, body, depth="    "):
+    """Nested loops over the reduced dims in row-major order; `body` sees `lt_off`."""
+    lines, ind = [], "  "
+    terms = [base]
+    for d, n in enumerate(red_shape):
+        lines.append(f"{ind}for (i64 j{d} = 0; j{d} < {n}LL; ++j{d}) {{")
+        terms.append(f"j{d} * {red_strides[d]}LL")
+        ind += "  "
+    lines.append(f"{ind}const i64 lt_off = {' + '.join(terms)};")
+    lines += [ind + line for line in body]
+    for _ in red_shape:
+        ind = ind[:-2]
+        lines.append(f"{ind}}}")
+    return lines
+
+
+def axis_reduce(op, x_shape, x_dtype, axes, out_dtype, correction=0, has_double=True):
+    """The kernel reducing contiguous `x` over `axes` into a contiguous array of the kept dims."""
+    x_shape = tuple(int(n) for n in x_shape)
+    axes = tuple(sorted(int(a) for a in axes))
+    strides = contiguous_strides(x_shape)
+    kept = [d for d in range(len(x_shape)) if d not in axes]
+    kept_shape = tuple(x_shape[d] for d in kept)
+    threads = int(np.prod(kept_shape, dtype=np.int64))
+    count = int(np.prod([x_shape[d] for d in axes], dtype=np.int64))
+    red_shape, (red_strides,) = collapse(tuple(x_shape[d] for d in axes), [tuple(strides[d] for d in axes)])
+    body = [index_code(kept_shape)]
+    body.append(f"  const i64 lt_base = {offset_code(0, [strides[d] for d in kept])};")
+    xc, oc = ctype(x_dtype), ctype(out_dtype)
+    floating = np.dtype(x_dtype).kind == "f" or op in ("mean", "var", "std")
+    wide = "double" if has_double else "float"
+    if op in ("argmax", "argmin"):
+        body += _arg(op, red_shape, red_strides, xc, np.dtype(x_dtype).kind == "f")
+    elif op in ("amax", "amin"):
+        cmp = ">" if op == "amax" else "<"
+        nan = np.dtype(x_dtype).kind == "f"  # NaN propagates (floats only: integers have none)
+        take = f"!(acc != acc) && (v != v || v {cmp} acc)" if nan else f"v {cmp} acc"
+        body.append(f"  {xc} acc = 0; bool lt_first = true;")
+        body += _loops(red_shape, red_strides, "lt_base", [
+            f"const {xc} v = x0[lt_off];",
+            "if (lt_first) { acc = v; lt_first = false; }",
+            f"else if ({take}) acc = v;"])
+        body.append("  y[gid] = acc;")
+    elif not floating:  # integer and bool sums and products: exact in i64
+        sym = "+" if op == "sum" else "*"
+        body.append(f"  i64 acc = {0 if op == 'sum' else 1};")
+        body += _loops(red_shape, red_strides, "lt_base",
+                       [f"acc = (i64)((u64)acc {sym} (u64)(i64)x0[lt_off]);"])
+        body.append(f"  y[gid] = ({oc})acc;")
+    else:
+        body += _float_fold(op, red_shape, red_strides, count, correction, wide, oc, has_double)
+    buffers = [("y", out_dtype, True), ("x0", x_dtype, False)]
+    return KernelSpec(f"reduce_{op}", buffers, (), threads, "\n".join(body))
+
+
+def _fold(red_shape, red_strides, sym, value, wide, kahan):
+    """Left fold of `value` (an expression of x0[lt_off]) into `acc`, first element as the start."""
+    if kahan:  # float-only dialects: compensated sum (products stay plain)
+        step = [f"const {wide} v = {value};",
+                "if (lt_first) { acc = v; lt_first = false; }",
+                "else { const float yk = v - lt_c; const float t = acc + yk; lt_c = (t - acc) - yk; acc = t; }"]
+        head = f"  {wide} acc = 0; float lt_c = 0; bool lt_first = true;"
+    else:
+        step = [f"const {wide} v = {value};",
+                f"if (lt_first) {{ acc = v; lt_first = false; }} else acc = acc {sym} v;"]
+        head = f"  {wide} acc = {0 if sym == '+' else 1}; bool lt_first = true;"
+    return [head] + _loops(red_shape, red_strides, "lt_base", step)
+
+
+def _float_fold(op, red_shape, red_strides, count, correction, wide, oc, has_double):
+    kahan = not has_double
+    x = f"({wide})x0[lt_off]"
+    if op in ("sum", "prod"):
+        lines = _fold(red_shape, red_strides, "+" if op == "sum" else "*", x, wide, kahan and op == "sum")
+        return lines + [f"  y[gid] = ({oc})acc;"]
+    if op == "mean":
+        lines = _fold(red_shape, red_strides, "+", x, wide, kahan)
+        return lines + [f"  y[gid] = ({oc})(acc / ({wide}){count});"]
+    # var / std: the mean by the left fold, then the left fold of squared deviations
+    lines = ["  {"] + _fold(red_shape, red_strides, "+", x, wide, kahan)
+    lines += [f"  lt_mu = acc / ({wide}){count};", "  }"]
+    lines = [f"  {wide} lt_mu;"] + lines
+    dev = f"(({wide})x0[lt_off] - lt_mu) * (({wide})x0[lt_off] - lt_mu)"
+    lines += _fold(red_shape, red_strides, "+", dev, wide, kahan)
+    denom = max(count - correction, 0)
+    result = f"acc / ({wide}){denom}"
+    if op == "std":
+        result = f"lt_sqrt({result})"
+    return lines + [f"  y[gid] = ({oc})({result});"]
+
+
+def _arg(op, red_shape, red_strides, xc, has_nan):
+    # Over several axes only "all of them" occurs (the flattened position); over one axis the position
+    # along it. Either way it is the row-major count of reduced elements visited so far.
+    cmp = ">" if op == "argmax" else "<"
+    lines = [f"  {xc} best = 0; i64 best_at = 0; i64 lt_pos = 0; bool lt_nan = false;"]
+    lines += _loops(red_shape, red_strides, "lt_base", [
+        f"const {xc} v = x0[lt_off];",
+        "if (!lt_nan) {",
+        "  if (v != v) { best = v; best_at = lt_pos; lt_nan = true; }" if has_nan else "  if (false) {}",
+        f"  else if (lt_pos == 0 || v {cmp} best) {{ best = v; best_at = lt_pos; }}",
+        "}",
+        "++lt_pos;"])
+    lines.append("  y[gid] = best_at;")
+    return lines

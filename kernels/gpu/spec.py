@@ -1,0 +1,121 @@
+"""KernelSpec, the dialect profiles, and the renderer that turns a spec into source text."""
+import hashlib
+import os
+
+import numpy as np
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_KERNELS = os.path.dirname(_HERE)
+
+
+class Profile:
+    """What a dialect offers: its name, whether it has float64, its prelude file."""
+
+    def __init__(self, name, has_double, prelude, defines=""):
+        self.name, self.has_double, self.prelude_path, self.defines = name, has_double, prelude, defines
+
+    def prelude(self):
+        """The dialect's own prelude, then the math every dialect shares (`kernels/gpu/common.inc`)."""
+        with open(self.prelude_path) as f, open(os.path.join(_HERE, "common.inc")) as g:
+            return self.defines + f.read() + "\n" + g.read()
+
+    def __repr__(self):
+        return f"Profile({self.name})"
+
+
+CUDA = Profile("cuda", True, os.path.join(_KERNELS, "cuda", "prelude.cuh"))
+METAL = Profile("metal", False, os.path.join(_KERNELS, "metal", "prelude.metal"))
+C_EMULATION = Profile("c", True, os.path.join(_HERE, "prelude_c.h"))
+# C with float as the wide type: runs kernels generated for a float-only dialect (Metal) on the CPU.
+C_EMULATION_F32 = Profile("c", False, os.path.join(_HERE, "prelude_c.h"), defines="#define LT_REAL float\n")
+# Every spec rendered in this process, by kernel name (lets a test double find what a name computes).
+RENDERED = {}
+
+_CTYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "i64", "bool": "u8",
+           "uint32": "u32", "uint64": "u64"}
+
+
+def ctype(dtype):
+    """The C type name a dtype is stored as in device buffers (bool as one byte)."""
+    name = np.dtype(dtype).name
+    if name not in _CTYPES:
+        raise TypeError(f"device kernels do not handle dtype {name}")
+    return _CTYPES[name]
+
+
+class KernelSpec:
+    """One kernel: `buffers` are (name, dtype, writable) in argument order, `scalars` (name, "f"|"i")
+    runtime values, `threads` the number of work items, `body` the code run for work item `gid`
+    (an i64); `fmad` allows contracting a*b+c into one rounding (only where no bit-identity is promised)."""
+
+    def __init__(self, kind, buffers, scalars, threads, body, fmad=False):
+        self.kind, self.buffers, self.scalars = kind, tuple(buffers), tuple(scalars)
+        self.threads, self.body, self.fmad = int(threads), body, fmad
+        text = repr((kind, self.buffers, self.scalars, self.threads, body, fmad))
+        self.name = f"lt_{kind}_{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+    def __repr__(self):
+        return f"KernelSpec({self.name}, threads={self.threads})"
+
+
+def _param_list_c(spec):
+    params = []
+    for name, dtype, writable in spec.buffers:
+        const = "" if writable else "const "
+        params.append(f"{const}{ctype(dtype)}* __restrict__ {name}")
+    params += [f"{'double' if kind == 'f' else 'i64'} {name}" for name, kind in spec.scalars]
+    return params
+
+
+def _render_cuda(spec):
+    params = ", ".join(_param_list_c(spec))
+    return (f'extern "C" __global__ void {spec.name}({params}) {{\n'
+            f"  const i64 gid = (i64)blockIdx.x * (i64)blockDim.x + (i64)threadIdx.x;\n"
+            f"  if (gid >= {spec.threads}LL) return;\n"
+            f"{spec.body}\n}}\n")
+
+
+def _render_c(spec):
+    params = ", ".join(_param_list_c(spec) + ["i64 lt_begin", "i64 lt_end"])
+    return (f"void {spec.name}({params}) {{\n"
+            f"  for (i64 gid = lt_begin; gid < lt_end; ++gid) {{\n{spec.body}\n  }}\n}}\n")
+
+
+def _render_metal(spec):
+    params, unpack = [], []
+    slot = 0
+    for name, dtype, writable in spec.buffers:
+        const = "" if writable else "const "
+        params.append(f"device {const}{ctype(dtype)}* {name} [[buffer({slot})]]")
+        slot += 1
+    floats = [n for n, k in spec.scalars if k == "f"]
+    ints = [n for n, k in spec.scalars if k == "i"]
+    # metalcompute passes buffers only: scalars travel in one float and one int buffer.
+    if floats:
+        params.append(f"constant float* lt_fscalars [[buffer({slot})]]")
+        slot += 1
+        unpack += [f"  const real {n} = lt_fscalars[{i}];" for i, n in enumerate(floats)]
+    if ints:
+        params.append(f"constant int* lt_iscalars [[buffer({slot})]]")
+        unpack += [f"  const i64 {n} = lt_iscalars[{i}];" for i, n in enumerate(ints)]
+    params.append("uint lt_tid [[thread_position_in_grid]]")
+    return (f"kernel void {spec.name}({', '.join(params)}) {{\n"
+            f"  const i64 gid = (i64)lt_tid;\n"
+            f"  if (gid >= {spec.threads}) return;\n" + "\n".join(unpack) + "\n"
+            f"{spec.body}\n}}\n")
+
+
+_RENDER = {"cuda": _render_cuda, "metal": _render_metal, "c": _render_c}
+
+
+def render(spec, profile, prelude=True):
+    """Source text of `spec` in `profile`'s dialect, with the dialect's prelude unless told not to."""
+    if not profile.has_double and _uses_double(spec):
+        raise TypeError(f"{spec.name}: {profile.name} has no float64")
+    RENDERED[spec.name] = spec
+    text = _RENDER[profile.name](spec)
+    return (profile.prelude() + "\n" + text) if prelude else text
+
+
+def _uses_double(spec):
+    return any(np.dtype(d) == np.float64 for _, d, _ in spec.buffers) or "double" in spec.body

@@ -1,0 +1,1 @@
+"""Metal Shading Language text: the prelude the shared kernel descriptions (kernels/gpu/) render into."""

@@ -1,0 +1,265 @@
+"""CUDA drivers behind one small interface: alloc/free, upload/download, pinned host memory, compile +
+load a kernel, launch on the one compute stream, synchronize, mem_get_info, event timing.
+
+- `PycudaDriver`: pycuda (the `[cuda]` extra; built from source against cuda.h).
+- `CudaBindingsDriver`: NVIDIA's `cuda-bindings` wheel (needs only the driver's libcuda.so.1).
+- `EmulatedDriver`: no GPU at all: host memory and the kernels compiled as C
+  (kernels/gpu/c_emulation.py); for testing the CUDA backend's engine side. Never chosen automatically.
+
+Kernels are compiled by NVRTC (kernels/cuda/nvrtc.py) to a cubin for the device's sm_XX, cached on disk.
+LAZYTENSOR_CUDA_DRIVER=auto|pycuda|cuda-bindings|emulated picks one (auto: pycuda, then cuda-bindings).
+"""
+import ctypes
+import os
+
+import numpy as np
+
+from ...kernels.cuda.tiled import tiled_matmul
+from ...kernels.gpu import C_EMULATION, CUDA, render
+from ..backends.arena import OutOfDeviceMemory
+
+BLOCK = 256
+
+
+def _grid(spec):
+    return max(1, -(-spec.threads // BLOCK))
+
+
+class EmulatedDriver:
+    """Host memory posing as device memory; kernels run as compiled C. Testing only, not acceleration."""
+
+    profile = C_EMULATION
+    kind = "emulated"
+
+    def __init__(self, capacity=2 ** 30):
+        from ...kernels.gpu import c_emulation
+        if c_emulation.compiler() is None:
+            raise RuntimeError("the emulated CUDA driver needs a C compiler (cc) to run kernels")
+        self._c = c_emulation
+        self.capacity, self.used = int(capacity), 0
+        self._arrays = {}
+        self.arch = "emulated"
+        self.description = "emulated CUDA driver (kernels compiled as C, run on the CPU; not acceleration)"
+
+    def alloc(self, nbytes):
+        if self.used + nbytes > self.capacity:
+            raise OutOfDeviceMemory(nbytes)
+        block = np.empty(max(int(nbytes), 1), np.uint8)
+        self._arrays[block.ctypes.data] = block
+        self.used += block.nbytes
+        return block.ctypes.data
+
+    def free(self, ptr):
+        self.used -= self._arrays.pop(ptr).nbytes
+
+    def upload(self, ptr, host):
+        ctypes.memmove(ptr, host.ctypes.data, host.nbytes)
+
+    def download(self, out, ptr):
+        ctypes.memmove(out.ctypes.data, ptr, out.nbytes)
+
+    def pinned_empty(self, nbytes):
+        return np.empty(nbytes, np.uint8)
+
+    def function(self, spec):
+        return self._c.function(spec)
+
+    def launch(self, fn, spec, ptrs, scalars):
+        fn(ptrs, scalars)
+
+    def synchronize(self):
+        pass
+
+    def mem_get_info(self):
+        return self.capacity - self.used, self.capacity
+
+
+def _compile(spec, arch):
+    from ...kernels.cuda import nvrtc
+    source = spec.source(CUDA) if hasattr(spec, "source") else render(spec, CUDA)
+    return nvrtc.compile_cached(source, spec.name, arch, "cubin", spec.fmad)
+
+
+def _arg_arrays(ptrs, spec, scalars):
+    """Kernel arguments as typed NumPy scalars, in the spec's parameter order."""
+    args = [np.uint64(p) for p in ptrs]
+    args += [np.float64(v) if k == "f" else np.int64(int(v)) for v, (_, k) in zip(scalars, spec.scalars)]
+    return args
+
+
+class CudaBindingsDriver:
+    """NVIDIA's cuda-bindings (cuda.bindings.driver), one context and one stream on device 0."""
+
+    profile = CUDA
+    kind = "cuda-bindings"
+    tiled_matmul = staticmethod(tiled_matmul)
+
+    def __init__(self):
+        from cuda.bindings import driver as cu
+        self.cu = cu
+        self._ok(cu.cuInit(0))
+        dev = self._ok(cu.cuDeviceGet(0))
+        attr = cu.CUdevice_attribute
+        major = self._ok(cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev))
+        minor = self._ok(cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
+        self.arch = f"sm_{major}{minor}"
+        if (major, minor) < (7, 5):
+            raise RuntimeError(f"compute capability {major}.{minor} is older than 7.5")
+        self.ctx = self._ok(cu.cuDevicePrimaryCtxRetain(dev))
+        self._ok(cu.cuCtxSetCurrent(self.ctx))
+        self.stream = self._ok(cu.cuStreamCreate(0))
+        name = self._ok(cu.cuDeviceGetName(256, dev))
+        name = bytes(name).split(b"\0")[0].decode()
+        self.description = f"{name} ({self.arch}) via cuda-bindings"
+        self._keep = []
+
+    def _ok(self, result):
+        err, *rest = result
+        if int(err) != 0:
+            name = self.cu.cuGetErrorName(err)[1]
+            if int(err) == 2:  # CUDA_ERROR_OUT_OF_MEMORY
+                raise OutOfDeviceMemory(0)
+            raise RuntimeError(f"CUDA driver error {int(err)} {name!r}")
+        return rest[0] if len(rest) == 1 else (tuple(rest) if rest else None)
+
+    def alloc(self, nbytes):
+        return int(self._ok(self.cu.cuMemAlloc(max(int(nbytes), 1))))
+
+    def free(self, ptr):
+        self._ok(self.cu.cuMemFree(ptr))
+
+    def upload(self, ptr, host):
+        self._ok(self.cu.cuMemcpyHtoDAsync(ptr, host.ctypes.data, host.nbytes, self.stream))
+        self._keep.append(host)  # the copy reads it later; released at the next wait
+
+    def download(self, out, ptr):
+        self._ok(self.cu.cuMemcpyDtoHAsync(out.ctypes.data, ptr, out.nbytes, self.stream))
+        self.synchronize()
+
+    def pinned_empty(self, nbytes):
+        ptr = int(self._ok(self.cu.cuMemHostAlloc(max(int(nbytes), 1), 0)))
+        return np.ctypeslib.as_array((ctypes.c_uint8 * max(int(nbytes), 1)).from_address(ptr))[:nbytes]
+
+    def function(self, spec):
+        image = np.frombuffer(_compile(spec, self.arch), np.uint8)
+        module = self._ok(self.cu.cuModuleLoadData(image.ctypes.data))
+        return self._ok(self.cu.cuModuleGetFunction(module, spec.name.encode()))
+
+    def launch(self, fn, spec, ptrs, scalars):
+        values = _arg_arrays(ptrs, spec, scalars)
+        holders = [np.array([v]) for v in values]
+        params = np.array([h.ctypes.data for h in holders], dtype=np.uint64)
+        grid, block = getattr(spec, "grid", None) or (_grid(spec), 1, 1), getattr(spec, "block", None) or (BLOCK, 1, 1)
+        self._ok(self.cu.cuLaunchKernel(fn, *grid, *block, 0, self.stream, params.ctypes.data, 0))
+
+    def synchronize(self):
+        self._ok(self.cu.cuStreamSynchronize(self.stream))
+        self._keep.clear()
+
+    def mem_get_info(self):
+        free, total = self._ok(self.cu.cuMemGetInfo())
+        return int(free), int(total)
+
+    def event(self):
+        ev = self._ok(self.cu.cuEventCreate(0))
+        self._ok(self.cu.cuEventRecord(ev, self.stream))
+        return ev
+
+    def elapsed_ms(self, start, end):
+        self._ok(self.cu.cuEventSynchronize(end))
+        return float(self._ok(self.cu.cuEventElapsedTime(start, end)))
+
+
+class PycudaDriver:
+    """pycuda, one retained primary context and one stream on device 0."""
+
+    profile = CUDA
+    kind = "pycuda"
+    tiled_matmul = staticmethod(tiled_matmul)
+
+    def __init__(self):
+        import pycuda.driver as drv
+        self.drv = drv
+        drv.init()
+        dev = drv.Device(0)
+        major, minor = dev.compute_capability()
+        if (major, minor) < (7, 5):
+            raise RuntimeError(f"compute capability {major}.{minor} is older than 7.5")
+        self.arch = f"sm_{major}{minor}"
+        self.ctx = dev.retain_primary_context()
+        self.ctx.push()
+        self.stream = drv.Stream()
+        self.description = f"{dev.name()} ({self.arch}) via pycuda"
+        self._allocs, self._keep = {}, []
+
+    def alloc(self, nbytes):
+        try:
+            a = self.drv.mem_alloc(max(int(nbytes), 1))
+        except self.drv.MemoryError:
+            raise OutOfDeviceMemory(nbytes) from None
+        self._allocs[int(a)] = a
+        return int(a)
+
+    def free(self, ptr):
+        self._allocs.pop(ptr).free()
+
+    def upload(self, ptr, host):
+        self.drv.memcpy_htod_async(ptr, host, self.stream)
+        self._keep.append(host)
+
+    def download(self, out, ptr):
+        self.drv.memcpy_dtoh_async(out, ptr, self.stream)
+        self.synchronize()
+
+    def pinned_empty(self, nbytes):
+        return self.drv.pagelocked_empty(max(int(nbytes), 1), np.uint8)[:nbytes]
+
+    def function(self, spec):
+        return self.drv.module_from_buffer(_compile(spec, self.arch)).get_function(spec.name)
+
+    def launch(self, fn, spec, ptrs, scalars):
+        values = [np.intp(p) for p in ptrs] + _arg_arrays([], spec, scalars)
+        grid = getattr(spec, "grid", None) or (_grid(spec), 1, 1)
+        block = getattr(spec, "block", None) or (BLOCK, 1, 1)
+        fn(*values, grid=grid[:2] if grid[2] == 1 else grid, block=block, stream=self.stream)
+
+    def synchronize(self):
+        self.stream.synchronize()
+        self._keep.clear()
+
+    def mem_get_info(self):
+        return self.drv.mem_get_info()
+
+    def event(self):
+        ev = self.drv.Event()
+        ev.record(self.stream)
+        return ev
+
+    def elapsed_ms(self, start, end):
+        end.synchronize()
+        return end.time_since(start)
+
+
+def open_driver(kind=None, memory=None):
+    """The driver LAZYTENSOR_CUDA_DRIVER (or `kind`) names; raises with the reason when it cannot start.
+    `memory` sizes the emulated driver's memory (default LAZYTENSOR_VIRTUAL_MEMORY, else 1 GiB)."""
+    kind = (kind or os.environ.get("LAZYTENSOR_CUDA_DRIVER") or "auto").strip().lower()
+    if kind == "emulated":
+        from ..memory import parse_bytes
+        return EmulatedDriver(parse_bytes(memory or os.environ.get("LAZYTENSOR_VIRTUAL_MEMORY", 2 ** 30)))
+    if kind not in ("auto", "pycuda", "cuda-bindings"):
+        raise ValueError(f"LAZYTENSOR_CUDA_DRIVER must be auto, pycuda, cuda-bindings or emulated, got {kind!r}")
+    from ...kernels.cuda import nvrtc
+    if not nvrtc.available():
+        raise RuntimeError("NVRTC is missing: pip install nvidia-cuda-nvrtc-cu12 (or nvidia-cuda-nvrtc for CUDA 13)")
+    errors = []
+    for name, cls in (("pycuda", PycudaDriver), ("cuda-bindings", CudaBindingsDriver)):
+        if kind not in ("auto", name):
+            continue
+        try:
+            return cls()
+        except ImportError:
+            errors.append(f"{name} is not installed")
+        except Exception as exc:  # a driver present but unusable: report why, run on the CPU
+            errors.append(f"{name}: {exc}")
+    raise RuntimeError("; ".join(errors) + " (pip install 'lazytensor[cuda]' or cuda-bindings)")

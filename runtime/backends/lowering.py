@@ -1,0 +1,246 @@
+"""Lowering: a graph node -> the device kernels (KernelSpecs) that compute it, with their operands.
+
+Shared by every kernel-compiling device (CUDA, Metal, the emulated CUDA driver). `lower` returns None
+for what has no device kernel here; that node then runs on the next backend of the chain. Operands in
+a Launch are OUT (the result block), an input position, a small host array the backend uploads for
+this launch only (the scatter grouping), or STATUS (the device's status buffer).
+"""
+import numpy as np
+
+from ...kernels.gpu import elementwise as ew
+from ...kernels.gpu import index as gidx
+from ...kernels.gpu import matmul as gmm
+from ...kernels.gpu import optim as gopt
+from ...kernels.gpu import random as grand
+from ...kernels.gpu import reduce as gred
+from ...kernels.gpu.spec import ctype
+from ...kernels.reference.indexing import check_bounds
+from ..policy import is_param
+
+OUT = "out"
+STATUS = "status"  # the device's status buffer, where kernels report out-of-range indices
+
+
+class Launch:
+    """One kernel launch: the spec, its buffer operands in spec order, its runtime scalar values, and
+    for index kernels checked on the device, (op, axis, size) to name in the error they may report."""
+    __slots__ = ("spec", "operands", "scalars", "check")
+
+    def __init__(self, spec, operands, scalars=(), check=None):
+        self.spec, self.operands, self.scalars, self.check = spec, list(operands), list(scalars), check
+
+
+def _dt(x):
+    return np.dtype(x).name
+
+
+def _scalar_kind(dtype):
+    return "f" if np.dtype(dtype).kind == "f" else "i"
+
+
+def _copy(node, x_shape, x_dtype, strides, offset, out_strides=None, out_offset=0, shape=None):
+    shape = node.shape if shape is None else shape
+    out = (_dt(node.dtype), out_strides or ew.contiguous_strides(shape), out_offset)
+    value = ew.expression("cast", [x_dtype], node.dtype, ["v0"]) if np.dtype(x_dtype) != node.dtype else "v0"
+    return ew.strided_map("copy", shape, out, [(_dt(x_dtype), strides, offset)], value)
+
+
+def _elementwise(node, operands, has_double):
+    dts = [b.dtype for b in operands]
+    if not ew.supported(node.op, dts, node.dtype, has_double):
+        return None
+    ins, args, scalars, values, positions = [], [], [], [], []
+    for k, b in enumerate(operands):
+        if is_param(b):
+            name = f"s{len(scalars)}"
+            scalars.append((name, _scalar_kind(b.dtype)))
+            values.append(b.host.item())
+            args.append(f"({ctype(b.dtype)}){name}")
+        else:
+            args.append(f"v{len(ins)}")
+            ins.append((_dt(b.dtype), ew.broadcast_strides(b.shape, node.shape), 0))
+            positions.append(k)
+    value = ew.expression(node.op, dts, node.dtype, args, has_double)
+    out = (_dt(node.dtype), ew.contiguous_strides(node.shape), 0)
+    spec = ew.strided_map("ew", node.shape, out, ins, value, scalars)
+    return [Launch(spec, [OUT] + positions, values)]
+
+
+def _slice_geometry(shape, slices):
+    strides = ew.contiguous_strides(shape)
+    out_strides, offset = [], 0
+    for d, s in enumerate(slices):
+        start, _, step = slice(*s).indices(shape[d])
+        out_strides.append(strides[d] * step)
+        offset += start * strides[d]
+    return tuple(out_strides), offset
+
+
+def _movement(node, operands):
+    op, a = node.op, node.attrs
+    x = operands[0] if operands else None
+    if op in ("reshape", "contiguous"):
+        return [Launch(_copy(node, x.shape, x.dtype, ew.contiguous_strides(node.shape), 0), [OUT, 0])]
+    if op == "permute":
+        st = ew.contiguous_strides(x.shape)
+        return [Launch(_copy(node, x.shape, x.dtype, tuple(st[d] for d in a["dims"]), 0), [OUT, 0])]
+    if op == "expand":
+        return [Launch(_copy(node, x.shape, x.dtype, ew.broadcast_strides(x.shape, node.shape), 0), [OUT, 0])]
+    if op == "slice":
+        strides, offset = _slice_geometry(x.shape, a["slices"])
+        return [Launch(_copy(node, x.shape, x.dtype, strides, offset), [OUT, 0])]
+    if op == "pad_slice":
+        zero = ew.strided_map("fill", node.shape, (_dt(node.dtype), ew.contiguous_strides(node.shape), 0), [],
+                              f"({ctype(node.dtype)})0")
+        strides, offset = _slice_geometry(node.shape, a["slices"])
+        place = _copy(node, x.shape, x.dtype, ew.contiguous_strides(x.shape), 0, strides, offset, x.shape)
+        return [Launch(zero, [OUT]), Launch(place, [OUT, 0])]
+    if op == "cat":
+        axis, launches, start = a["axis"], [], 0
+        full = ew.contiguous_strides(node.shape)
+        for k, b in enumerate(operands):
+            if int(np.prod(b.shape, dtype=np.int64)):
+                spec = _copy(node, b.shape, b.dtype, ew.contiguous_strides(b.shape), 0, full,
+                             start * full[axis], b.shape)
+                launches.append(Launch(spec, [OUT, k]))
+            start += b.shape[axis]
+        return launches
+    if op in ("tril", "triu"):
+        r, c = len(node.shape) - 2, len(node.shape) - 1
+        keep = f"(i{c} - i{r}) <= {int(a['k'])}LL" if op == "tril" else f"(i{c} - i{r}) >= {int(a['k'])}LL"
+        st = ew.contiguous_strides(node.shape)
+        spec = ew.strided_map(op, node.shape, (_dt(node.dtype), st, 0), [(_dt(x.dtype), st, 0)],
+                              f"({keep} ? v0 : ({ctype(node.dtype)})0)", keep_dims=True)
+        return [Launch(spec, [OUT, 0])]
+    if op == "full":
+        kind = _scalar_kind(node.dtype)
+        spec = ew.strided_map("fill", node.shape, (_dt(node.dtype), ew.contiguous_strides(node.shape), 0), [],
+                              f"({ctype(node.dtype)})s0", (("s0", kind),))
+        return [Launch(spec, [OUT], [a["value"]])]
+    return None
+
+
+def _reduce(node, operands, has_double):
+    x = operands[0]
+    if not gred.supported(node.op, x.dtype, node.dtype, has_double):
+        return None
+    spec = gred.axis_reduce(node.op, x.shape, _dt(x.dtype), node.attrs["axes"], _dt(node.dtype),
+                            node.attrs.get("correction", 0), has_double)
+    return [Launch(spec, [OUT, 0])]
+
+
+def _matmul(node, operands, has_double, tiled=None):
+    a, b = operands
+    sa = (1,) + tuple(a.shape) if len(a.shape) == 1 else tuple(a.shape)
+    sb = tuple(b.shape) + (1,) if len(b.shape) == 1 else tuple(b.shape)
+    if a.dtype != node.dtype or b.dtype != node.dtype or node.dtype.kind != "f":
+        return None
+    if not has_double and node.dtype == np.float64:
+        return None
+    batch = tuple(np.broadcast_shapes(sa[:-2], sb[:-2]))
+    n, k, m = sa[-2], sa[-1], sb[-1]
+    a_st, b_st = gmm.batch_strides(sa, batch), gmm.batch_strides(sb, batch)
+    if tiled is not None:
+        spec = tiled(batch, n, k, m, a_st, b_st, _dt(node.dtype))
+        if spec is not None:
+            return [Launch(spec, [OUT, 0, 1])]
+    return [Launch(gmm.matmul(batch, n, k, m, a_st, b_st, _dt(node.dtype), has_double), [OUT, 0, 1])]
+
+
+def _index(node, operands, has_double, device_checks):
+    a = node.attrs
+    axis = a["axis"]
+    if node.dtype.kind != "f" and node.op.startswith("scatter"):
+        return None
+    index = operands[1]
+    host = index.host if index.on_host else None
+    if host is None and (not device_checks or node.op == "scatter_take"):
+        return None  # bounds are checked (and scatter destinations grouped) on a host copy
+    dev = host is None  # the kernel checks the bounds and reports through the status buffer
+
+    def launch(spec, op, size):
+        if dev:
+            return [Launch(spec, [OUT, 0, 1, STATUS], [0], (op, axis, size))]
+        check_bounds(op, host, size, axis)
+        return [Launch(spec, [OUT, 0, 1])]
+    if node.op == "take":
+        x = operands[0]
+        n_index = int(np.prod(index.shape, dtype=np.int64))
+        return launch(gidx.take(x.shape, _dt(x.dtype), n_index, _dt(index.dtype), axis, dev),
+                      "index_select", x.shape[axis])
+    if node.op == "take_along":
+        x = operands[0]
+        return launch(gidx.take_along(x.shape, _dt(x.dtype), index.shape, _dt(index.dtype), node.shape, axis, dev),
+                      "gather", x.shape[axis])
+    if node.op == "scatter_take":
+        order, starts = gidx.group_by_destination(host, a["shape"][axis])
+        spec = gidx.scatter_take(a["shape"], _dt(node.dtype), int(host.size), axis, has_double)
+        return [Launch(spec, [OUT, 0, order, starts])]
+    if node.op == "scatter_take_along":
+        g = operands[0]
+        if any(g.shape[d] != node.shape[d] for d in range(len(node.shape)) if d != axis):
+            return None
+        spec = gidx.scatter_take_along(node.shape, _dt(node.dtype), g.shape, index.shape, _dt(index.dtype),
+                                       axis, has_double, dev)
+        return launch(spec, "gather", node.shape[axis])
+    return None
+
+
+def _random(node, has_double):
+    a = node.attrs
+    key = grand.key_scalars(a["seed"], a["stream"])
+    n, dt = node.size, _dt(node.dtype)
+    if node.op == "uniform":
+        if not has_double and (dt != "float32" or (a["low"], a["high"]) != (0.0, 1.0)):
+            return None  # lo + (hi - lo) * u is exact in float32 only for [0, 1)
+        return [Launch(grand.uniform(n, dt), [OUT], key + [a["low"], a["high"]])]
+    if node.op == "normal":
+        if not has_double:
+            return None
+        return [Launch(grand.normal(n, dt), [OUT], key + [a["mean"], a["std"]])]
+    if node.op == "randint":
+        return [Launch(grand.randint(n, dt, a["low"], a["high"]), [OUT], key)]
+    return None
+
+
+def _adamw(node, operands, has_double):
+    if not has_double or node.dtype.kind != "f":
+        return None  # the update is defined in float64
+    a = node.attrs
+    n = int(np.prod(operands[0].shape, dtype=np.int64))
+    spec = gopt.adamw(n, _dt(node.dtype), a["beta1"], a["beta2"], a["eps"], a["weight_decay"])
+    scalars = [float(operands[k].host) for k in (4, 5, 6)]
+    return [Launch(spec, [OUT, 0, 1, 2, 3], scalars)]
+
+
+_MOVEMENT = frozenset({"reshape", "contiguous", "permute", "expand", "slice", "pad_slice", "cat", "tril",
+                       "triu", "full"})
+_INDEX = frozenset({"take", "take_along", "scatter_take", "scatter_take_along"})
+
+
+def lower(node, operands, has_double=True, tiled_matmul=None, device_checks=False):
+    """The launches computing `node` from operand buffers, or None when this device has no kernel for it.
+    `device_checks`: the device has a status buffer, so index kernels may check bounds themselves."""
+    if node.size == 0 or any(np.dtype(b.dtype).name not in ("float32", "float64", "int32", "int64", "bool")
+                             for b in operands):
+        return None
+    if not has_double and node.dtype == np.float64:
+        return None
+    op = node.op
+    if op not in ew.OPS and op != "adamw" and any(is_param(b) for b in operands):
+        return None  # only elementwise kernels and the optimizer step take 0-d host values as scalars
+    if op in ew.OPS:
+        return _elementwise(node, operands, has_double)
+    if op in _MOVEMENT:
+        return _movement(node, operands)
+    if op in gred.OPS:
+        return _reduce(node, operands, has_double)
+    if op == "matmul":
+        return _matmul(node, operands, has_double, tiled_matmul)
+    if op in _INDEX:
+        return _index(node, operands, has_double, device_checks)
+    if op in ("uniform", "normal", "randint"):
+        return _random(node, has_double)
+    if op == "adamw":
+        return _adamw(node, operands, has_double)
+    return None

@@ -1,0 +1,118 @@
+"""The Metal backend on metalcompute: float32 kernels on Apple GPUs, results back on the host per call.
+
+On unified memory, keeping results on the device measured as a tie or a loss for the seed system
+(command buffers are awaited per call; the copy saved is a memcpy), so this backend behaves like a host
+backend: it takes host arrays, runs the kernel, and returns a host array viewing the shared Metal
+buffer. float64 never leaves the CPU, and neither does anything whose reference definition needs
+float64 arithmetic (transcendentals, the AdamW step, normal fills). Kernels are the shared
+descriptions of kernels/gpu/ rendered as MSL; compiled functions are cached per source.
+"""
+import platform
+import sys
+import weakref
+
+import numpy as np
+
+from ...kernels.gpu import METAL, render
+from ...kernels.gpu import elementwise as gew
+from ..policy import METAL_THRESHOLDS, accepts, placement
+from .base import Backend
+from .kernel_device import _Operand
+from .lowering import OUT, lower
+
+
+def unavailable_reason():
+    """Why Metal cannot run here, or None when it can."""
+    if sys.platform != "darwin" or platform.machine() != "arm64":
+        return "Metal needs macOS on Apple silicon"
+    try:
+        import metalcompute  # noqa: F401
+    except ImportError:
+        return "metalcompute is not installed (pip install 'lazytensor[metal]')"
+    return None
+
+
+class MetalBackend(Backend):
+    """Float32 kernels through metalcompute; a host backend in the chain (see the module doc)."""
+
+    name = "metal"
+    is_host = True
+    thresholds = METAL_THRESHOLDS
+
+    def __init__(self, mc=None, offload="policy"):
+        if mc is None:
+            import metalcompute as mc
+        if offload not in ("policy", "always"):
+            raise ValueError(f"metal offload must be 'policy' or 'always', got {offload!r}")
+        self.mc, self.offload = mc, offload
+        self.device = mc.Device()
+        self.description = (f"{getattr(self.device, 'deviceName', 'Apple GPU')} via metalcompute "
+                            "(float32; results return to the host after each call)")
+        self.gemv_offers = weakref.WeakValueDictionary()
+        self._functions = {}
+        self._planned = {}
+
+    def accepts(self, node, operands):
+        forced = placement(node)
+        if forced is not None and forced != self.name:
+            return False
+        launches = lower(node, operands, has_double=False)
+        if launches is None:
+            return False
+        if self.offload == "always" or forced == self.name or accepts(self, node, operands):
+            self._planned = {node.id: launches}  # launch follows at once; a refused allocation leaves no stale plan
+            return True
+        return False
+
+    def _function(self, spec):
+        fn = self._functions.get(spec.name)
+        if fn is None:
+            # metalcompute compiles with fast math on; see docs/NUMERICS.md for what that may change.
+            fn = self._functions[spec.name] = self.device.kernel(render(spec, METAL)).function(spec.name)
+        return fn
+
+    def launch_fused(self, recipe, root, arrays, params):
+        """A fused elementwise group (runtime/fusion.py) as one float32 kernel, or None to decline it:
+        float64 or wide ops, or (under the policy) equal-shape work and broadcasts below the threshold."""
+        if not gew.fused_supported(recipe, has_double=False):
+            return None
+        if self.offload != "always" and (len({a.shape for a in arrays}) < 2 or
+                                         root.size < self.thresholds["broadcast"]):
+            return None
+        spec = gew.fused(root.shape, recipe, [a.shape for a in arrays], [False] * len(params), has_double=False)
+        out = self.device.buffer(max(root.nbytes, 1))
+        floats = [v for v, (_, k) in zip(params, spec.scalars) if k == "f"]
+        ints = [v for v, (_, k) in zip(params, spec.scalars) if k == "i"]
+        bufs = [out] + [np.ascontiguousarray(a) for a in arrays]
+        if floats:
+            bufs.append(np.array(floats, dtype=np.float32))
+        if ints:
+            bufs.append(np.array([int(v) for v in ints], dtype=np.int32))
+        handle = self._function(spec)(spec.threads, *bufs)
+        del handle
+        return np.frombuffer(out, dtype=root.dtype, count=root.size).reshape(root.shape)
+
+    def launch(self, node, args):
+        launches = self._planned.pop(node.id, None)
+        if launches is None:
+            launches = lower(node, [_Operand(a) for a in args], has_double=False)
+        out = self.device.buffer(max(node.nbytes, 1))
+        handles = []
+        for launch in launches:
+            bufs = []
+            for operand in launch.operands:
+                if operand is OUT:
+                    bufs.append(out)
+                elif isinstance(operand, np.ndarray):
+                    bufs.append(np.ascontiguousarray(operand))
+                else:
+                    bufs.append(np.ascontiguousarray(args[operand]))
+            floats = [v for v, (_, k) in zip(launch.scalars, launch.spec.scalars) if k == "f"]
+            ints = [v for v, (_, k) in zip(launch.scalars, launch.spec.scalars) if k == "i"]
+            if floats:
+                bufs.append(np.array(floats, dtype=np.float32))
+            if ints:
+                bufs.append(np.array([int(v) & 0xFFFFFFFF for v in ints], dtype=np.uint32).view(np.int32))
+            handles.append(self._function(launch.spec)(launch.spec.threads, *bufs))
+        del handles  # metalcompute waits for a run when its handle is released
+        return np.frombuffer(out, dtype=node.dtype, count=node.size).reshape(node.shape)
