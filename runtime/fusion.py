@@ -29,11 +29,10 @@ class Group:
     """A fused tree: its root node, the recipe, its array operands (nodes), and its scalar parameters
     (constants, or 0-d nodes whose host value is read when the kernel runs)."""
 
-    __slots__ = ("root", "recipe", "inputs", "params", "label", "members")
+    __slots__ = ("root", "recipe", "inputs", "params", "label")
 
-    def __init__(self, root, recipe, inputs, params, label, members):
+    def __init__(self, root, recipe, inputs, params, label):
         self.root, self.recipe, self.inputs, self.params, self.label = root, recipe, inputs, params, label
-        self.members = members  # the nodes the kernel computes, inputs before consumers, root last
 
 
 def plan(order, roots):
@@ -67,7 +66,7 @@ def plan(order, roots):
 def _build(root, absorbed, consumers, wanted):
     """The recipe of the tree under `root` (post-order, iterative), with external inputs deduplicated.
     0-d constants used only here become literal parameters and join `absorbed`."""
-    instrs, index, inputs, params, ops, members = [], {}, [], [], [], []
+    instrs, index, inputs, params, ops = [], {}, [], [], []
     stack = [(root, False)]
     while stack:
         node, expanded = stack.pop()
@@ -96,6 +95,5 @@ def _build(root, absorbed, consumers, wanted):
         index[node] = len(instrs)
         instrs.append((node.op, _TYPES[node.dtype]) + tuple(index[inp] for inp in node.inputs))
         ops.append(node.op)
-        members.append(node)
     label = "fused(" + "+".join(ops) + ")"
-    return Group(root, (len(root.shape), tuple(instrs)), inputs, params, label, members)
+    return Group(root, (len(root.shape), tuple(instrs)), inputs, params, label)

@@ -48,15 +48,14 @@ def _run_group(group, backend, chain):
     fuser of the chain that does (a GPU fuser like Metal may decline); with none, its members run one
     by one down the chain as usual."""
     if not backend.is_host:
-        start = now()
-        buf = _run_group_on_device(group, backend)
-        if buf is not None:
-            if LOG.profiling:
-                backend.synchronize()
-                measured = backend.kernel_seconds() if hasattr(backend, "kernel_seconds") else None
-                LOG.kernel(group.root, backend.name, start, measured if measured is not None else now() - start,
-                           label=group.label)
-            return buf
+        operands = [n.buffer for n in group.inputs] + [p.buffer for p in group.params if isinstance(p, Node)]
+        if backend.accepts_group(group, operands):
+            start = now()
+            buf = _run_on_device(group.root, operands, backend,
+                                 lambda args, out: backend.launch_group(group, args, out))
+            if buf is not None:
+                _record(group.root, backend, start, group.label)
+                return buf
     fusers = [backend] if backend.is_host else []
     fusers += [b for b in chain[1:] if b.is_host and getattr(b, "launch_fused", None) is not None]
     for fuser in fusers:
@@ -64,6 +63,14 @@ def _run_group(group, backend, chain):
         if buf is not None:
             return buf
     return _run_members(group, chain)
+
+
+def _record(node, backend, start, label=None):
+    """While profiling: the kernel's record, with device time where the backend measures it."""
+    if LOG.profiling:
+        backend.synchronize()
+        measured = backend.kernel_seconds() if hasattr(backend, "kernel_seconds") else None
+        LOG.kernel(node, backend.name, start, measured if measured is not None else now() - start, label=label)
 
 
 def _run_group_on_host(group, backend):
@@ -80,31 +87,6 @@ def _run_group_on_host(group, backend):
         LOG.kernel(group.root, backend.name, start, now() - start, label=group.label)
     node = group.root
     return Buffer(node.id, node.op, node.shape, node.dtype).set_host_result(out, True)
-
-
-def _run_group_on_device(group, backend):
-    """The group's value computed on `backend` as one kernel, or None if the device declines it or
-    cannot get the memory."""
-    operands = [n.buffer for n in group.inputs] + [p.buffer for p in group.params if isinstance(p, Node)]
-    if not backend.accepts_group(group, operands):
-        return None
-    node, memory = group.root, backend.memory
-    with memory.pinning(operands):
-        out = memory.allocate(node.nbytes)
-        if out is None:
-            return None
-        try:
-            args = _device_operands(operands, backend)
-            if args is None:
-                memory.give_back(out, node.nbytes)
-                return None
-            backend.launch_group(group, args, out)
-        except BaseException:
-            memory.give_back(out, node.nbytes)
-            raise
-    buf = Buffer(node.id, node.op, node.shape, node.dtype).set_device_result(out, backend)
-    memory.register(buf)
-    return buf
 
 
 def _run_members(group, chain):
@@ -126,10 +108,7 @@ def _run(node, chain):
         buf = _run_on_host(node, operands, backend) if backend.is_host else \
             _run_on_device(node, operands, backend)
         if buf is not None:
-            if LOG.profiling:
-                backend.synchronize()
-                measured = backend.kernel_seconds() if hasattr(backend, "kernel_seconds") else None
-                LOG.kernel(node, backend.name, start, measured if measured is not None else now() - start)
+            _record(node, backend, start)
             return buf
     raise AssertionError(f"no backend accepted {node}")  # the last host backend accepts everything
 
@@ -143,8 +122,9 @@ def _run_on_host(node, operands, backend):
     return Buffer(node.id, node.op, node.shape, node.dtype).set_host_result(out, _exclusive(out, args))
 
 
-def _run_on_device(node, operands, backend):
-    """Run on a device; None if it cannot get the memory (the caller moves on down the chain)."""
+def _run_on_device(node, operands, backend, launch=None):
+    """Run `node` on a device (by `launch(args, out_block)` if given, else the backend's launch); None
+    if it cannot get the memory (the caller moves on down the chain)."""
     memory = backend.memory
     with memory.pinning(operands):
         # The result's block first: if even that cannot be had, nothing is uploaded in vain.
@@ -156,7 +136,10 @@ def _run_on_device(node, operands, backend):
             if args is None:
                 memory.give_back(out, node.nbytes)
                 return None
-            backend.launch(node, args, out)
+            if launch is None:
+                backend.launch(node, args, out)
+            else:
+                launch(args, out)
         except BaseException:
             memory.give_back(out, node.nbytes)
             raise

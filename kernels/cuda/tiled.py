@@ -5,6 +5,8 @@ import string
 
 import numpy as np
 
+from ..gpu.spec import cached
+
 
 _TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "matmul_tiled.cu")
 
@@ -45,6 +47,7 @@ class TiledMatmul:
         return profile.prelude() + "\n" + body
 
 
+@cached
 def tiled_matmul(batch, n, k, m, a_strides, b_strides, dtype):
     """The tiled kernel for float32 products big enough to fill tiles; None otherwise (naive kernel)."""
     if dtype != "float32" or os.environ.get("LAZYTENSOR_CUDA_MATMUL", "tiled") == "naive":

@@ -7,7 +7,7 @@ float32 directly: the same bits, and much faster on GPUs with few float64 units.
 """
 import numpy as np
 
-from .spec import KernelSpec, ctype
+from .spec import KernelSpec, cached, ctype, dtype_name
 
 NATIVE_SAFE = frozenset({"add", "sub", "mul", "div", "maximum", "minimum", "neg", "abs", "sqrt", "square",
                          "relu", "floor", "ceil", "sign"})
@@ -43,7 +43,7 @@ def supported(op, in_dtypes, out_dtype, has_double):
     if op not in OPS:
         return False
     dts = [np.dtype(d) for d in in_dtypes] + [np.dtype(out_dtype)]
-    if any(d.name not in ("float32", "float64", "int32", "int64", "bool") for d in dts):
+    if any(dtype_name(d) not in ("float32", "float64", "int32", "int64", "bool") for d in dts):
         return False
     if not has_double:
         if any(d == np.float64 for d in dts):
@@ -60,6 +60,7 @@ def _maxmin(a, b, cmp):
     return f"(({a}) != ({a}) ? ({a}) : (({a}) {cmp} ({b}) ? ({a}) : ({b})))"
 
 
+@cached
 def expression(op, in_dtypes, out_dtype, args, profile_double=True):
     """A C expression of type `ctype(out_dtype)` computing `op` on operand expressions `args`."""
     out = np.dtype(out_dtype)
@@ -155,6 +156,7 @@ def offset_code(offset, strides):
     return " + ".join(terms)
 
 
+@cached
 def strided_map(kind, shape, out, ins, value, scalars=(), keep_dims=False):
     """A kernel writing out[i] = value(v0, v1, ...) for every index i of `shape`.
 
@@ -201,6 +203,7 @@ def fused_supported(recipe, has_double):
     return True
 
 
+@cached
 def fused(shape, recipe, input_shapes, param_buffers, has_double=True):
     """One kernel for a fused elementwise recipe (runtime/fusion.py): each instruction rounds to its
     node's dtype exactly where the reference stores it, so the result has the unfused kernels' bits.

@@ -9,7 +9,7 @@ in the status buffer `lt_err` as (tag, value), which the backend reads at its ne
 import numpy as np
 
 from .elementwise import contiguous_strides, index_code
-from .spec import KernelSpec, ctype
+from .spec import KernelSpec, cached, ctype
 
 
 def _split(shape, axis):
@@ -33,6 +33,7 @@ def _checked(buffers, scalars, device_check):
     return buffers, tuple(scalars)
 
 
+@cached
 def take(x_shape, x_dtype, index_size, index_dtype, axis, device_check=False):
     """y[pre, i, post] = x[pre, index[i], post] over (PRE, len(index), POST)."""
     pre, post = _split(x_shape, axis)
@@ -44,6 +45,7 @@ def take(x_shape, x_dtype, index_size, index_dtype, axis, device_check=False):
     return KernelSpec("take", buffers, scalars, pre * index_size * post, "\n".join(body))
 
 
+@cached
 def scatter_take(shape, dtype, index_size, axis, has_double=True):
     """y = zeros(shape); y[pre, index[i], post] += g[pre, i, post], each destination summing its
     contributions in index order. `order` lists index positions grouped by destination (stable), and
@@ -66,6 +68,7 @@ def _bstrides(shape, out_shape):
     return tuple(0 if shape[d] == 1 and out_shape[d] != 1 else st[d] for d in range(len(out_shape)))
 
 
+@cached
 def take_along(x_shape, x_dtype, index_shape, index_dtype, out_shape, axis, device_check=False):
     """y[c] = x[c with c[axis] = index[c]] (index and x broadcast to `out_shape` off the axis)."""
     r = len(out_shape)
@@ -80,6 +83,7 @@ def take_along(x_shape, x_dtype, index_shape, index_dtype, out_shape, axis, devi
     return KernelSpec("take_along", buffers, scalars, int(np.prod(out_shape, dtype=np.int64)), "\n".join(body))
 
 
+@cached
 def scatter_take_along(shape, dtype, g_shape, index_shape, index_dtype, axis, has_double=True,
                        device_check=False):
     """y = zeros(shape); y[c with c[axis] = index[c']] += g[c'] where c' runs over g's positions along

@@ -5,7 +5,7 @@ kernel in kernels/cuda/matmul_tiled.cu for float32 when the shapes allow."""
 import numpy as np
 
 from .elementwise import index_code
-from .spec import KernelSpec, ctype
+from .spec import KernelSpec, cached, ctype
 
 
 def batch_strides(shape, batch):
@@ -21,6 +21,7 @@ def batch_strides(shape, batch):
     return tuple(0 if pad[d] == 1 and batch[d] != 1 else strides[d] for d in range(len(batch)))
 
 
+@cached
 def matmul(batch, n, k, m, a_strides, b_strides, dtype, has_double=True):
     """y[b, i, j] = sum_t a[b, i, t] * b[b, t, j]; a is (.., n, k), b (.., k, m), both contiguous
     per matrix, with batch strides `a_strides`/`b_strides` over `batch`."""

@@ -1,7 +1,8 @@
 """The fused AdamW update, in the reference's float64 operation order (kernels/reference/optim.py)."""
-from .spec import KernelSpec, ctype
+from .spec import KernelSpec, cached, ctype
 
 
+@cached
 def adamw(n, dtype, beta1, beta2, eps, weight_decay):
     """Reads p, g, m, v (n each) and the runtime scalars lr, bias1, bias2; writes (p', m', v') stacked."""
     c = ctype(dtype)

@@ -1,6 +1,6 @@
 """Seeded fills (uniform, normal, randint): each work item computes its own Philox words, so the bytes
 equal kernels/reference/random.py's. Key and stream are runtime scalars (k0, k1, s0, s1)."""
-from .spec import KernelSpec, ctype
+from .spec import KernelSpec, cached, ctype
 
 _SCALARS = (("k0", "i"), ("k1", "i"), ("s0", "i"), ("s1", "i"))
 _WORD = "lt_philox_word({j}, (u32)k0, (u32)k1, (u32)s0, (u32)s1)"
@@ -13,6 +13,7 @@ def key_scalars(seed, stream):
     return [seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF, stream & 0xFFFFFFFF, (stream >> 32) & 0xFFFFFFFF]
 
 
+@cached
 def uniform(n, dtype):
     """y = lo + (hi - lo) * u in float64, rounded once; u from 24 bits (float32) or 53 bits (float64)."""
     if str(dtype) == "float64":
@@ -26,6 +27,7 @@ def uniform(n, dtype):
     return KernelSpec("uniform", [("y", dtype, True)], _SCALARS + (("lo", "f"), ("hi", "f")), n, "\n".join(body))
 
 
+@cached
 def normal(n, dtype):
     """mean + std * z with z from 12 words (see NUMERICS.md): float64 + - * only, in the reference's order."""
     body = ["  u64 lt_sum = 0;",
@@ -37,6 +39,7 @@ def normal(n, dtype):
     return KernelSpec("normal", [("y", dtype, True)], _SCALARS + (("mean", "f"), ("sd", "f")), n, "\n".join(body))
 
 
+@cached
 def randint(n, dtype, low, high):
     """low + floor(word * (high - low) / 2^32) in 64-bit integers."""
     body = ["  const u64 w = " + _WORD.format(j="(u64)gid") + ";",

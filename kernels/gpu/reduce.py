@@ -8,13 +8,13 @@ without float64 folds in float32 with Kahan compensation instead (not bit-identi
 import numpy as np
 
 from .elementwise import collapse, contiguous_strides, index_code, offset_code
-from .spec import KernelSpec, ctype
+from .spec import KernelSpec, cached, ctype, dtype_name
 
 OPS = frozenset({"sum", "mean", "prod", "var", "std", "amax", "amin", "argmax", "argmin"})
 
 
 def supported(op, in_dtype, out_dtype, has_double):
-    dts = {np.dtype(in_dtype).name, np.dtype(out_dtype).name}
+    dts = {dtype_name(in_dtype), dtype_name(out_dtype)}
     if op not in OPS or not dts <= {"float32", "float64", "int32", "int64", "bool"}:
         return False
     if not has_double and "float64" in dts:
@@ -40,6 +40,7 @@ def _loops(red_shape, red_strides, base, body, depth="    "):
     return lines
 
 
+@cached
 def axis_reduce(op, x_shape, x_dtype, axes, out_dtype, correction=0, has_double=True):
     """The kernel reducing contiguous `x` over `axes` into a contiguous array of the kept dims."""
     x_shape = tuple(int(n) for n in x_shape)

@@ -1,4 +1,5 @@
 """KernelSpec, the dialect profiles, and the renderer that turns a spec into source text."""
+import functools
 import hashlib
 import os
 
@@ -35,9 +36,49 @@ _CTYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "i6
            "uint32": "u32", "uint64": "u64"}
 
 
+def _freeze(value):
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    if isinstance(value, np.dtype):
+        return value.name
+    return value
+
+
+def cached(builder):
+    """Memoize a kernel builder by its (frozen) arguments: a training step asks for the same kernels
+    every step, and building a kernel's text costs far more than looking it up."""
+    memo = {}
+
+    @functools.wraps(builder)
+    def build(*args, **kwargs):
+        key = tuple(tuple(a) if type(a) is list else a for a in args)
+        if kwargs:
+            key = (key, tuple(kwargs.items()))
+        try:
+            found = memo.get(key)
+        except TypeError:  # a list or dict among the arguments
+            key = (_freeze(args), _freeze(kwargs))
+            found = memo.get(key)
+        if found is None:
+            found = memo[key] = builder(*args, **kwargs)
+        return found
+    build.cache = memo
+    return build
+
+
+_NAMES = {np.dtype(name): name for name in _CTYPES}
+
+
+def dtype_name(dtype):
+    """np.dtype(dtype).name, without NumPy's slow name property for the dtypes kernels handle."""
+    return _NAMES.get(dtype) or np.dtype(dtype).name
+
+
 def ctype(dtype):
     """The C type name a dtype is stored as in device buffers (bool as one byte)."""
-    name = np.dtype(dtype).name
+    name = dtype_name(dtype)
     if name not in _CTYPES:
         raise TypeError(f"device kernels do not handle dtype {name}")
     return _CTYPES[name]

@@ -95,7 +95,10 @@ class CudaBindingsDriver:
     tiled_matmul = staticmethod(tiled_matmul)
 
     def __init__(self):
-        from cuda.bindings import driver as cu
+        try:
+            from cuda.bindings import driver as cu
+        except ImportError:  # cuda-python before 12.6 named the module cuda.cuda
+            from cuda import cuda as cu
         self.cu = cu
         self._ok(cu.cuInit(0))
         dev = self._ok(cu.cuDeviceGet(0))

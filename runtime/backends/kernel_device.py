@@ -19,7 +19,7 @@ from ...kernels.gpu import elementwise as gew
 from ..policy import CUDA_THRESHOLDS, accepts, accepts_group, placement
 from ..transfers import LOG
 from .base import Backend
-from .lowering import OUT, STATUS, lower
+from .lowering import OUT, STATUS, lower, scalar_values
 
 
 class DeviceBlock:
@@ -164,10 +164,11 @@ class KernelDevice(Backend):
                     ptrs.append(ptr)
                 else:
                     ptrs.append(args[operand].ptr)
-            scalars = launch.scalars
+            tag = 0
             if launch.check is not None:
                 self._checks.append(launch.check)
-                scalars = scalars[:-1] + [len(self._checks)]  # the tag names this launch's check
+                tag = len(self._checks)  # names this launch's check in the status word
+            scalars = scalar_values(launch, node, args, tag) if launch.scalars else ()
             self.driver.launch(self._function(launch.spec), launch.spec, ptrs, scalars)
         if start is not None:
             self._events = (start, self.driver.event())

@@ -13,7 +13,7 @@ from ...kernels.gpu import matmul as gmm
 from ...kernels.gpu import optim as gopt
 from ...kernels.gpu import random as grand
 from ...kernels.gpu import reduce as gred
-from ...kernels.gpu.spec import ctype
+from ...kernels.gpu.spec import ctype, dtype_name
 from ...kernels.reference.indexing import check_bounds
 from ..policy import is_param
 
@@ -22,16 +22,35 @@ STATUS = "status"  # the device's status buffer, where kernels report out-of-ran
 
 
 class Launch:
-    """One kernel launch: the spec, its buffer operands in spec order, its runtime scalar values, and
-    for index kernels checked on the device, (op, axis, size) to name in the error they may report."""
+    """One kernel launch: the spec, its buffer operands in spec order, where its runtime scalars come
+    from (see `scalar_values`), and for index kernels checked on the device, (op, axis, size) to name
+    in the error they may report. A Launch holds no per-call values, so it can be reused for every
+    node of the same structure."""
     __slots__ = ("spec", "operands", "scalars", "check")
 
     def __init__(self, spec, operands, scalars=(), check=None):
         self.spec, self.operands, self.scalars, self.check = spec, list(operands), list(scalars), check
 
 
-def _dt(x):
-    return np.dtype(x).name
+def scalar_values(launch, node, args, tag=0):
+    """The launch's scalar values for `node` now: ("operand", k) is the value of 0-d host operand k,
+    ("attr", name) an attribute, ("key", i) word i of the node's RNG key, ("tag",) the status tag."""
+    values = []
+    for source in launch.scalars:
+        kind = source[0]
+        if kind == "operand":
+            values.append(args[source[1]].item())
+        elif kind == "attr":
+            values.append(node.attrs[source[1]])
+        elif kind == "key":
+            values.append(grand.key_scalars(node.attrs["seed"], node.attrs["stream"])[source[1]])
+        else:
+            values.append(tag)
+    return values
+
+
+_dt = dtype_name
+_KERNEL_DTYPES = frozenset(np.dtype(t) for t in ("float32", "float64", "int32", "int64", "bool"))
 
 
 def _scalar_kind(dtype):
@@ -54,7 +73,7 @@ def _elementwise(node, operands, has_double):
         if is_param(b):
             name = f"s{len(scalars)}"
             scalars.append((name, _scalar_kind(b.dtype)))
-            values.append(b.host.item())
+            values.append(("operand", k))
             args.append(f"({ctype(b.dtype)}){name}")
         else:
             args.append(f"v{len(ins)}")
@@ -116,7 +135,7 @@ def _movement(node, operands):
         kind = _scalar_kind(node.dtype)
         spec = ew.strided_map("fill", node.shape, (_dt(node.dtype), ew.contiguous_strides(node.shape), 0), [],
                               f"({ctype(node.dtype)})s0", (("s0", kind),))
-        return [Launch(spec, [OUT], [a["value"]])]
+        return [Launch(spec, [OUT], [("attr", "value")])]
     return None
 
 
@@ -160,7 +179,7 @@ def _index(node, operands, has_double, device_checks):
 
     def launch(spec, op, size):
         if dev:
-            return [Launch(spec, [OUT, 0, 1, STATUS], [0], (op, axis, size))]
+            return [Launch(spec, [OUT, 0, 1, STATUS], [("tag",)], (op, axis, size))]
         check_bounds(op, host, size, axis)
         return [Launch(spec, [OUT, 0, 1])]
     if node.op == "take":
@@ -188,16 +207,16 @@ def _index(node, operands, has_double, device_checks):
 
 def _random(node, has_double):
     a = node.attrs
-    key = grand.key_scalars(a["seed"], a["stream"])
+    key = [("key", i) for i in range(4)]
     n, dt = node.size, _dt(node.dtype)
     if node.op == "uniform":
         if not has_double and (dt != "float32" or (a["low"], a["high"]) != (0.0, 1.0)):
             return None  # lo + (hi - lo) * u is exact in float32 only for [0, 1)
-        return [Launch(grand.uniform(n, dt), [OUT], key + [a["low"], a["high"]])]
+        return [Launch(grand.uniform(n, dt), [OUT], key + [("attr", "low"), ("attr", "high")])]
     if node.op == "normal":
         if not has_double:
             return None
-        return [Launch(grand.normal(n, dt), [OUT], key + [a["mean"], a["std"]])]
+        return [Launch(grand.normal(n, dt), [OUT], key + [("attr", "mean"), ("attr", "std")])]
     if node.op == "randint":
         return [Launch(grand.randint(n, dt, a["low"], a["high"]), [OUT], key)]
     return None
@@ -209,8 +228,7 @@ def _adamw(node, operands, has_double):
     a = node.attrs
     n = int(np.prod(operands[0].shape, dtype=np.int64))
     spec = gopt.adamw(n, _dt(node.dtype), a["beta1"], a["beta2"], a["eps"], a["weight_decay"])
-    scalars = [float(operands[k].host) for k in (4, 5, 6)]
-    return [Launch(spec, [OUT, 0, 1, 2, 3], scalars)]
+    return [Launch(spec, [OUT, 0, 1, 2, 3], [("operand", k) for k in (4, 5, 6)])]
 
 
 _MOVEMENT = frozenset({"reshape", "contiguous", "permute", "expand", "slice", "pad_slice", "cat", "tril",
@@ -218,11 +236,44 @@ _MOVEMENT = frozenset({"reshape", "contiguous", "permute", "expand", "slice", "p
 _INDEX = frozenset({"take", "take_along", "scatter_take", "scatter_take_along"})
 
 
+# Attributes that change from call to call without changing the kernels (they reach them as scalars).
+_VOLATILE = frozenset({"seed", "stream", "value"})
+_cache = {}
+
+
+def _structure(node, operands, has_double, tiled, device_checks):
+    """What the launches depend on besides per-call scalars; None when they depend on more (index
+    kernels whose indices are checked or grouped on the host)."""
+    if node.op in _INDEX and operands[1].on_host:
+        return None
+    attrs = node.attrs
+    items = tuple((k, v) for k, v in attrs.items() if k not in _VOLATILE) if isinstance(attrs, dict) else attrs
+    return (node.op, items, node.shape, node.dtype, has_double, tiled, device_checks,
+            tuple((b.shape, b.dtype, is_param(b)) for b in operands))
+
+
 def lower(node, operands, has_double=True, tiled_matmul=None, device_checks=False):
     """The launches computing `node` from operand buffers, or None when this device has no kernel for it.
-    `device_checks`: the device has a status buffer, so index kernels may check bounds themselves."""
-    if node.size == 0 or any(np.dtype(b.dtype).name not in ("float32", "float64", "int32", "int64", "bool")
-                             for b in operands):
+    `device_checks`: the device has a status buffer, so index kernels may check bounds themselves.
+    Results are cached by structure: a training step lowers the same nodes every step."""
+    key = _structure(node, operands, has_double, tiled_matmul is not None, device_checks)
+    if key is not None:
+        try:
+            return _cache[key]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable attribute: lower without the cache
+            key = None
+    launches = _lower(node, operands, has_double, tiled_matmul, device_checks)
+    if key is not None:
+        if len(_cache) > 20000:
+            _cache.clear()
+        _cache[key] = launches
+    return launches
+
+
+def _lower(node, operands, has_double, tiled_matmul, device_checks):
+    if node.size == 0 or any(b.dtype not in _KERNEL_DTYPES for b in operands):
         return None
     if not has_double and node.dtype == np.float64:
         return None

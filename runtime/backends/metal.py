@@ -18,7 +18,7 @@ from ...kernels.gpu import elementwise as gew
 from ..policy import METAL_THRESHOLDS, accepts, placement
 from .base import Backend
 from .kernel_device import _Operand
-from .lowering import OUT, lower
+from .lowering import OUT, lower, scalar_values
 
 
 def unavailable_reason():
@@ -107,8 +107,9 @@ class MetalBackend(Backend):
                     bufs.append(np.ascontiguousarray(operand))
                 else:
                     bufs.append(np.ascontiguousarray(args[operand]))
-            floats = [v for v, (_, k) in zip(launch.scalars, launch.spec.scalars) if k == "f"]
-            ints = [v for v, (_, k) in zip(launch.scalars, launch.spec.scalars) if k == "i"]
+            values = scalar_values(launch, node, args)
+            floats = [v for v, (_, k) in zip(values, launch.spec.scalars) if k == "f"]
+            ints = [v for v, (_, k) in zip(values, launch.spec.scalars) if k == "i"]
             if floats:
                 bufs.append(np.array(floats, dtype=np.float32))
             if ints:

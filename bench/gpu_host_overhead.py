@@ -1,0 +1,60 @@
+"""The host-side cost of a training step on the CUDA path, with the GPU's work taken away.
+
+Runs the CUDA backend on the emulated driver with kernel execution replaced by nothing (no compile,
+no run; copies still happen), so what remains is lazytensor's own per-step Python: building the graph
+and autograd, planning, lowering to kernels, residency bookkeeping, launches. That is a floor under a
+GPU step's time whatever the GPU does, and the figure to compare with PyTorch eager's per-op cost.
+"""
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+
+class _NoKernels:
+    """Stands in for compiled kernels: launching one does nothing."""
+
+    def function(self, spec):
+        return None
+
+    def launch(self, fn, spec, ptrs, scalars):
+        pass
+
+
+def main():
+    from harness import header
+    import lazytensor as lt
+    from lazytensor.data import CharDataset, default_corpus
+    from lazytensor.train import TrainConfig, build, train_step
+    data = CharDataset(default_corpus())
+    print(header("CUDA path host overhead per training step (kernels replaced by no-ops)", "1"))
+    print("| config | ms/step | kernels launched/step | us per kernel |")
+    print("|---|---|---|---|")
+    for config in ("tiny", "small"):
+        lt.set_device("cuda", driver="emulated", offload="policy", memory="4GiB")
+        device = lt.runtime.devices.active_device()
+        device.driver.function = _NoKernels().function
+        device.driver.launch = _NoKernels().launch
+        lt.manual_seed(0)
+        model, opt, _ = build(TrainConfig(config=config, steps=100), data)
+        params = list(model.parameters())
+        sizes = lt.models.CONFIGS[config]
+        times, kernels = [], []
+        for step in range(12):
+            x, y = data.batch("train", sizes["batch_size"], sizes["block_size"])
+            before = lt.counters()["kernels"]
+            t0 = time.perf_counter()
+            train_step(model, opt, params, x.to("cuda"), y.to("cuda"), 1.0).item()
+            if step >= 2:
+                times.append(time.perf_counter() - t0)
+                kernels.append(lt.counters()["kernels"] - before)
+        ms, k = statistics.median(times) * 1e3, statistics.median(kernels)
+        print(f"| {config} | {ms:.1f} | {k:.0f} | {ms * 1e3 / k:.0f} |", flush=True)
+    lt.set_device("cpu")
+
+
+if __name__ == "__main__":
+    main()
