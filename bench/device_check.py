@@ -15,6 +15,10 @@
    vs lazytensor on this machine's CPU, and the bytes moved each way per step after warm-up.
 
 The report (Markdown) goes to $OUT/device_check.md when OUT is set, else bench/results/.
+
+The tests need pytest and hypothesis. On a machine without network, bring them as wheels: here,
+`pip download pytest hypothesis -d .device_wheels` (the folder is git-ignored; pass it in the device
+tool's `carry`), there, `pip install --no-index --find-links .device_wheels pytest hypothesis` first.
 """
 import argparse
 import datetime
