@@ -27,7 +27,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-from device_check import _median  # noqa: E402
+from device_check import _median, run_sections, write_report  # noqa: E402
 
 
 def _setup(lines):
@@ -104,23 +104,9 @@ def main():
     lines = [f"## Metal device check ({now})\n"]
     os.environ.setdefault("LAZYTENSOR_DEVICE", "metal")
     lt = _setup(lines)
-    for title, run in (("tests", lambda: _tests(lines)), ("ops", lambda: _ops(lines, lt, 20)),
-                       ("train tiny", lambda: _train(lines, lt))):
-        lines.append(f"\n### {title}")
-        try:
-            run()
-        except Exception as exc:  # report and go on
-            lines.append(f"- FAILED: {type(exc).__name__}: {exc}")
-        lines.append(f"- (elapsed {time.perf_counter() - t0:.0f} s)")
-        print("\n".join(lines[-3:]), flush=True)
-    out_dir = os.environ.get("OUT") or os.path.join(HERE, "results")
-    os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, "device_check_metal.md")
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    print(f"report written to {path}")
-
+    run_sections(lines, [("tests", lambda: _tests(lines)), ("ops", lambda: _ops(lines, lt, 20)),
+                         ("train tiny", lambda: _train(lines, lt))], t0)
+    write_report(lines, "device_check_metal.md")
 
 if __name__ == "__main__":
     main()

@@ -35,16 +35,16 @@ def set_memory_budget(budget):
     """Cap the bytes resident on the device (int, or a string like "512MB"/"2GiB"); evicts down to it now."""
     nbytes = parse_bytes(budget)
     set_budget_override(nbytes)
-    device = _devices.active_device()
-    if device is not None:
-        device.memory.set_budget(nbytes)
+    memory = getattr(_devices.active_device(), "memory", None)
+    if memory is not None:
+        memory.set_budget(nbytes)
     return nbytes
 
 
 def memory_budget():
-    """The active device's budget in bytes, or None on the CPU."""
-    device = _devices.active_device()
-    return None if device is None else device.memory.budget
+    """The active device's budget in bytes, or None where nothing stays resident (the CPU, Metal)."""
+    memory = getattr(_devices.active_device(), "memory", None)
+    return None if memory is None else memory.budget
 
 
 def transfer_log():

@@ -39,35 +39,40 @@ def _cuda_hidden():
     return visible is not None and visible.strip() in ("", "-1")
 
 
+def _started(slot, fresh, start):
+    """(device, reason) from `slot`, started once by `start()`; a fresh start when options ask for one."""
+    if not fresh and (slot["device"] is not None or slot["reason"] is not None):
+        return slot["device"], slot["reason"]
+    device, reason = start()
+    if not fresh:
+        slot["device"], slot["reason"] = device, reason
+    return device, reason
+
+
 def _open_cuda(driver=None, offload=None, memory=None):
     """The CUDA backend, or None and the reason. The default one starts once per process; naming a
     driver, offload mode or (emulated) memory size starts a fresh one."""
     if _cuda_hidden():
         return None, "hidden: CUDA_VISIBLE_DEVICES is set to an empty list"
-    fresh = driver is not None or offload is not None or memory is not None
-    if not fresh and (_cuda["device"] is not None or _cuda["reason"] is not None):
-        return _cuda["device"], _cuda["reason"]
-    driver = (driver or os.environ.get("LAZYTENSOR_CUDA_DRIVER") or "auto").strip().lower()
-    offload = (offload or os.environ.get("LAZYTENSOR_CUDA_OFFLOAD") or "policy").strip().lower()
-    device, reason = None, None
-    if driver != "emulated":
-        try:
-            ctypes.CDLL("libcuda.so.1")
-        except OSError:
-            reason = "no NVIDIA driver here (libcuda.so.1 could not be loaded)"
-    if reason is None:
+
+    def start():
+        kind = (driver or os.environ.get("LAZYTENSOR_CUDA_DRIVER") or "auto").strip().lower()
+        mode = (offload or os.environ.get("LAZYTENSOR_CUDA_OFFLOAD") or "policy").strip().lower()
+        if mode not in ("policy", "always"):
+            raise ValueError(f"cuda offload must be 'policy' or 'always', got {mode!r}")
+        if kind != "emulated":
+            try:
+                ctypes.CDLL("libcuda.so.1")
+            except OSError:
+                return None, "no NVIDIA driver here (libcuda.so.1 could not be loaded)"
         try:
             from .backends.cuda_driver import open_driver
             from .backends.kernel_device import KernelDevice
-            if offload not in ("policy", "always"):
-                raise ValueError(f"cuda offload must be 'policy' or 'always', got {offload!r}")
-            device = KernelDevice(open_driver(driver, memory), offload)
-            reason = device.driver.description
+            device = KernelDevice(open_driver(kind, memory), mode)
+            return device, device.driver.description
         except (ImportError, RuntimeError, OSError) as exc:
-            reason = str(exc)
-    if not fresh:
-        _cuda["device"], _cuda["reason"] = device, reason
-    return device, reason
+            return None, str(exc)
+    return _started(_cuda, driver is not None or offload is not None or memory is not None, start)
 
 
 def _probe_cuda():
@@ -81,21 +86,17 @@ _metal = {"device": None, "reason": None}
 def _open_metal(module=None, offload=None):
     """The Metal backend (the default one starts once per process), or None with the reason. `module`
     stands in for metalcompute (a test double on other platforms); it and `offload` start a fresh one."""
-    fresh = module is not None or offload is not None
-    if not fresh and (_metal["device"] is not None or _metal["reason"] is not None):
-        return _metal["device"], _metal["reason"]
-    device, reason = None, None
-    try:
-        from .backends.metal import MetalBackend, unavailable_reason
-        reason = None if module is not None else unavailable_reason()
-        if reason is None:
+    def start():
+        try:
+            from .backends.metal import MetalBackend, unavailable_reason
+            reason = None if module is not None else unavailable_reason()
+            if reason is not None:
+                return None, reason
             device = MetalBackend(module, offload or os.environ.get("LAZYTENSOR_METAL_OFFLOAD") or "policy")
-            reason = device.description
-    except (ImportError, RuntimeError, OSError) as exc:
-        reason = f"Metal could not start: {exc}"
-    if not fresh:
-        _metal["device"], _metal["reason"] = device, reason
-    return device, reason
+            return device, device.description
+        except (ImportError, RuntimeError, OSError) as exc:
+            return None, f"Metal could not start: {exc}"
+    return _started(_metal, module is not None or offload is not None, start)
 
 
 def _probe_metal():

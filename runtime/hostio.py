@@ -70,8 +70,11 @@ def replace_value(array, trigger):
 
 
 def place_on_device(node, backend, reason="to-device"):
-    """Realize `node` and make sure `backend` holds a copy (True), unless memory cannot be had (False)."""
+    """Realize `node` and make sure `backend` holds a copy (True), unless memory cannot be had (False).
+    A backend without device memory of its own (Metal, which reads host arrays) needs no copy."""
     realize([node])
+    if backend.is_host:
+        return True
     return copies.make_resident(node.buffer, backend, reason)
 
 

@@ -79,22 +79,28 @@ def placement(node):
     return node.attrs.get("device") if isinstance(node.attrs, dict) else None
 
 
+def _residency_says_yes(backend, operands):
+    """True when every data operand is resident on `backend` (any size is a member), or when running
+    elsewhere would download more device-only bytes than running here uploads."""
+    data = [b for b in operands if not is_param(b)]
+    resident = [b for b in data if b.on_device and b.backend is backend]
+    if data and len(resident) == len(data):
+        return True
+    if resident:
+        upload = sum(b.nbytes for b in data if not (b.on_device and b.backend is backend))
+        download = sum(b.nbytes for b in resident if not b.on_host)
+        return upload <= download
+    return False
+
+
 def accepts(backend, node, operands):
     """Whether `backend` (a device) should run `node`, given its operands' buffers."""
     forced = placement(node)
     if forced is not None:
         return forced == backend.name
     table = backend.thresholds
-    data = [b for b in operands if not is_param(b)]
-    resident = [b for b in data if b.on_device and b.backend is backend]
-    if data and len(resident) == len(data):
+    if _residency_says_yes(backend, operands):
         return True
-    if resident:
-        # Running on the host would download the device-only operands; running here uploads the rest.
-        upload = sum(b.nbytes for b in data if not (b.on_device and b.backend is backend))
-        download = sum(b.nbytes for b in resident if not b.on_host)
-        if upload <= download:
-            return True
     fam = family(node, operands)
     if fam == "copy":
         return False
@@ -113,15 +119,9 @@ def accepts_group(backend, root, has_transcendental, operands):
     elementwise kernel (resident operands make any size a member; else the transcendental or
     broadcast threshold applies, and equal-shape work stays on the CPU)."""
     table = backend.thresholds
-    data = [b for b in operands if not is_param(b)]
-    resident = [b for b in data if b.on_device and b.backend is backend]
-    if data and len(resident) == len(data):
+    if _residency_says_yes(backend, operands):
         return True
-    if resident:
-        upload = sum(b.nbytes for b in data if not (b.on_device and b.backend is backend))
-        download = sum(b.nbytes for b in resident if not b.on_host)
-        if upload <= download:
-            return True
+    data = [b for b in operands if not is_param(b)]
     if has_transcendental:
         return root.size >= table["transcendental"]
     if len({b.shape for b in data}) > 1:

@@ -132,3 +132,19 @@ def test_a_fused_chain_metal_declines_runs_fused_on_the_cpu(rng):
         lt.realize(((x * 2.0 + 1.0).exp() - 3.0))
     assert fake_metalcompute.launches == []
     assert [k.op.split("(")[0] for k in p.kernels] == ["fused"]
+
+
+def test_a_training_step_runs_with_metal_active_and_matches_the_cpu_loss():
+    from lazytensor.data import CharDataset, default_corpus
+    from lazytensor.train import TrainConfig, build, train_step
+    data = CharDataset(default_corpus())
+    losses = {}
+    for where in ("cpu", "metal"):
+        _metal() if where == "metal" else lt.set_device("cpu")
+        lt.manual_seed(0)
+        model, opt, _ = build(TrainConfig(steps=10), data)  # moves the model "to" the active device
+        params = list(model.parameters())
+        x, y = data.batch("train", 16, 64)
+        losses[where] = [train_step(model, opt, params, x, y, 1.0).item() for _ in range(2)]
+    assert lt.memory_budget() is None  # nothing stays resident on Metal
+    np.testing.assert_allclose(losses["metal"], losses["cpu"], rtol=1e-4)

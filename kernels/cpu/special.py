@@ -85,31 +85,15 @@ def exp_for_float32(x):
 
 
 @nb.njit(cache=True, inline="always")
-def _polevl_flat(x, c):
-    acc = c[0]
-    for i in range(1, c.shape[0]):
-        acc = acc * x + c[i]
-    return acc
-
-
-@nb.njit(cache=True, inline="always")
-def _p1evl_flat(x, c):
-    acc = x + c[0]
-    for i in range(1, c.shape[0]):
-        acc = acc * x + c[i]
-    return acc
-
-
-@nb.njit(cache=True, inline="always")
 def erf_for_float32(x):
     """erf(x) for results rounded to float32: Cephes' two rational forms both evaluated and one selected
     (no branch, no call, so it vectorizes), with exp_for_float32 in the erfc form; beyond |x| = 8 the
     float32 result is +-1 and the rational form is evaluated at 8."""
     ax = abs(x)
     z = x * x
-    small = x * _polevl_flat(z, T) / _p1evl_flat(z, U)
+    small = x * _polevl(z, T) / _p1evl(z, U)
     axc = min(ax, 8.0)
-    erfc = exp_for_float32(-(axc * axc)) * _polevl_flat(axc, P) / _p1evl_flat(axc, Q)
+    erfc = exp_for_float32(-(axc * axc)) * _polevl(axc, P) / _p1evl(axc, Q)
     large = 1.0 - erfc
     large = -large if x < 0.0 else large
     y = small if ax <= 1.0 else large

@@ -212,7 +212,6 @@ def fused(shape, recipe, input_shapes, param_buffers, has_double=True):
     parameter k is a 0-d device buffer rather than a runtime scalar."""
     shape = tuple(int(n) for n in shape)
     _, instrs = recipe
-    st = contiguous_strides(shape)
     loads, scalars, lines, dtypes, param_bufs = [], [], [], [], []
     buffers = [("y", instrs[-1][1], True)]
     for n, ins in enumerate(instrs):

@@ -12,23 +12,29 @@ _KERNELS = os.path.dirname(_HERE)
 class Profile:
     """What a dialect offers: its name, whether it has float64, its prelude file."""
 
-    def __init__(self, name, has_double, prelude, defines=""):
+    def __init__(self, name, has_double, prelude, defines="", includes=()):
         self.name, self.has_double, self.prelude_path, self.defines = name, has_double, prelude, defines
+        self.includes = tuple(includes) + ("common.inc",)
 
     def prelude(self):
-        """The dialect's own prelude, then the math every dialect shares (`kernels/gpu/common.inc`)."""
-        with open(self.prelude_path) as f, open(os.path.join(_HERE, "common.inc")) as g:
-            return self.defines + f.read() + "\n" + g.read()
+        """The dialect's own prelude, then the shared files of kernels/gpu/ it takes (`math_double.inc`
+        where there is float64) and the code every dialect shares (`common.inc`)."""
+        parts = [self.defines]
+        for path in (self.prelude_path,) + tuple(os.path.join(_HERE, name) for name in self.includes):
+            with open(path) as f:
+                parts.append(f.read())
+        return "\n".join(parts)
 
     def __repr__(self):
         return f"Profile({self.name})"
 
 
-CUDA = Profile("cuda", True, os.path.join(_KERNELS, "cuda", "prelude.cuh"))
+CUDA = Profile("cuda", True, os.path.join(_KERNELS, "cuda", "prelude.cuh"), includes=("math_double.inc",))
 METAL = Profile("metal", False, os.path.join(_KERNELS, "metal", "prelude.metal"))
-C_EMULATION = Profile("c", True, os.path.join(_HERE, "prelude_c.h"))
+C_EMULATION = Profile("c", True, os.path.join(_HERE, "prelude_c.h"), includes=("math_double.inc",))
 # C with float as the wide type: runs kernels generated for a float-only dialect (Metal) on the CPU.
-C_EMULATION_F32 = Profile("c", False, os.path.join(_HERE, "prelude_c.h"), defines="#define LT_REAL float\n")
+C_EMULATION_F32 = Profile("c", False, os.path.join(_HERE, "prelude_c.h"), defines="#define LT_REAL float\n",
+                          includes=("math_double.inc",))
 # Every spec rendered in this process, by kernel name (lets a test double find what a name computes).
 RENDERED = {}
 

@@ -14,12 +14,28 @@ import weakref
 
 import numpy as np
 
-from ..memory import DeviceMemory, PinnedPool
 from ...kernels.gpu import elementwise as gew
+from ..memory import DeviceMemory, PinnedPool
 from ..policy import CUDA_THRESHOLDS, accepts, accepts_group, placement
 from ..transfers import LOG
 from .base import Backend
 from .lowering import OUT, STATUS, lower, scalar_values
+
+
+def accepts_lowered(backend, node, operands):
+    """The accept rule of backends that lower nodes to kernels (CUDA, Metal): a kernel must exist for
+    the node; then an explicit placement, offload="always", or the policy decides. The lowered
+    launches are kept for the launch that follows at once."""
+    forced = placement(node)
+    if forced is not None and forced != backend.name:
+        return False
+    launches = backend._lower(node, operands)
+    if launches is None:
+        return False
+    if backend.offload == "always" or forced == backend.name or accepts(backend, node, operands):
+        backend._planned = {node.id: launches}  # one slot: a refused allocation leaves no stale plan
+        return True
+    return False
 
 
 class DeviceBlock:
@@ -127,17 +143,7 @@ class KernelDevice(Backend):
         return lower(node, operands, self.driver.profile.has_double, getattr(self.driver, "tiled_matmul", None),
                      device_checks=True)
 
-    def accepts(self, node, operands):
-        forced = placement(node)
-        if forced is not None and forced != self.name:
-            return False
-        launches = self._lower(node, operands)
-        if launches is None:
-            return False
-        if self.offload == "always" or forced == self.name or accepts(self, node, operands):
-            self._planned = {node.id: launches}  # launch follows at once; a refused allocation leaves no stale plan
-            return True
-        return False
+    accepts = accepts_lowered
 
     def _function(self, spec):
         fn = self._functions.get(spec.name)

@@ -15,9 +15,9 @@ import numpy as np
 
 from ...kernels.gpu import METAL, render
 from ...kernels.gpu import elementwise as gew
-from ..policy import METAL_THRESHOLDS, accepts, placement
+from ..policy import METAL_THRESHOLDS
 from .base import Backend
-from .kernel_device import _Operand
+from .kernel_device import _Operand, accepts_lowered
 from .lowering import OUT, lower, scalar_values
 
 
@@ -52,17 +52,10 @@ class MetalBackend(Backend):
         self._functions = {}
         self._planned = {}
 
-    def accepts(self, node, operands):
-        forced = placement(node)
-        if forced is not None and forced != self.name:
-            return False
-        launches = lower(node, operands, has_double=False)
-        if launches is None:
-            return False
-        if self.offload == "always" or forced == self.name or accepts(self, node, operands):
-            self._planned = {node.id: launches}  # launch follows at once; a refused allocation leaves no stale plan
-            return True
-        return False
+    accepts = accepts_lowered
+
+    def _lower(self, node, operands):
+        return lower(node, operands, has_double=False)
 
     def _function(self, spec):
         fn = self._functions.get(spec.name)
@@ -95,7 +88,7 @@ class MetalBackend(Backend):
     def launch(self, node, args):
         launches = self._planned.pop(node.id, None)
         if launches is None:
-            launches = lower(node, [_Operand(a) for a in args], has_double=False)
+            launches = self._lower(node, [_Operand(a) for a in args])
         out = self.device.buffer(max(node.nbytes, 1))
         handles = []
         for launch in launches:
