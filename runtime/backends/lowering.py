@@ -68,12 +68,12 @@ def _elementwise(node, operands, has_double):
     dts = [b.dtype for b in operands]
     if not ew.supported(node.op, dts, node.dtype, has_double):
         return None
-    ins, args, scalars, values, positions = [], [], [], [], []
+    ins, args, scalars, sources, positions = [], [], [], [], []
     for k, b in enumerate(operands):
         if is_param(b):
             name = f"s{len(scalars)}"
             scalars.append((name, _scalar_kind(b.dtype)))
-            values.append(("operand", k))
+            sources.append(("operand", k))
             args.append(f"({ctype(b.dtype)}){name}")
         else:
             args.append(f"v{len(ins)}")
@@ -82,7 +82,7 @@ def _elementwise(node, operands, has_double):
     value = ew.expression(node.op, dts, node.dtype, args, has_double)
     out = (_dt(node.dtype), ew.contiguous_strides(node.shape), 0)
     spec = ew.strided_map("ew", node.shape, out, ins, value, scalars)
-    return [Launch(spec, [OUT] + positions, values)]
+    return [Launch(spec, [OUT] + positions, sources)]
 
 
 def _slice_geometry(shape, slices):

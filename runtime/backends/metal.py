@@ -74,16 +74,20 @@ class MetalBackend(Backend):
             return None
         spec = gew.fused(root.shape, recipe, [a.shape for a in arrays], [False] * len(params), has_double=False)
         out = self.device.buffer(max(root.nbytes, 1))
-        floats = [v for v, (_, k) in zip(params, spec.scalars) if k == "f"]
-        ints = [v for v, (_, k) in zip(params, spec.scalars) if k == "i"]
-        bufs = [out] + [np.ascontiguousarray(a) for a in arrays]
+        handle = self._run(spec, [out] + [np.ascontiguousarray(a) for a in arrays], params)
+        del handle  # metalcompute waits for a run when its handle is released
+        return np.frombuffer(out, dtype=root.dtype, count=root.size).reshape(root.shape)
+
+    def _run(self, spec, bufs, values):
+        """Start `spec` on `bufs`, its scalar `values` packed into a float and an int buffer (metalcompute
+        passes buffers only); returns the run's handle."""
+        floats = [v for v, (_, k) in zip(values, spec.scalars) if k == "f"]
+        ints = [v for v, (_, k) in zip(values, spec.scalars) if k == "i"]
         if floats:
             bufs.append(np.array(floats, dtype=np.float32))
         if ints:
-            bufs.append(np.array([int(v) for v in ints], dtype=np.int32))
-        handle = self._function(spec)(spec.threads, *bufs)
-        del handle
-        return np.frombuffer(out, dtype=root.dtype, count=root.size).reshape(root.shape)
+            bufs.append(np.array([int(v) & 0xFFFFFFFF for v in ints], dtype=np.uint32).view(np.int32))
+        return self._function(spec)(spec.threads, *bufs)
 
     def launch(self, node, args):
         launches = self._planned.pop(node.id, None)
@@ -100,13 +104,6 @@ class MetalBackend(Backend):
                     bufs.append(np.ascontiguousarray(operand))
                 else:
                     bufs.append(np.ascontiguousarray(args[operand]))
-            values = scalar_values(launch, node, args)
-            floats = [v for v, (_, k) in zip(values, launch.spec.scalars) if k == "f"]
-            ints = [v for v, (_, k) in zip(values, launch.spec.scalars) if k == "i"]
-            if floats:
-                bufs.append(np.array(floats, dtype=np.float32))
-            if ints:
-                bufs.append(np.array([int(v) & 0xFFFFFFFF for v in ints], dtype=np.uint32).view(np.int32))
-            handles.append(self._function(launch.spec)(launch.spec.threads, *bufs))
+            handles.append(self._run(launch.spec, bufs, scalar_values(launch, node, args)))
         del handles  # metalcompute waits for a run when its handle is released
         return np.frombuffer(out, dtype=node.dtype, count=node.size).reshape(node.shape)
