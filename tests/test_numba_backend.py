@@ -140,3 +140,31 @@ def test_adamw_is_bit_identical_to_the_reference(dtype, n):
     want = KERNELS["adamw"](attrs, p, g, m, v, *scalars)
     got = BACKEND.launch(node, [p, g, m, v, *scalars])
     assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_scatter_add_of_repeated_and_negative_indices_is_bit_identical_to_the_reference(dtype, axis):
+    rng = np.random.default_rng(axis)
+    shape = (50, 40, 8) if axis == 1 else (40, 300)
+    index = rng.integers(-shape[axis], shape[axis], 900)
+    g_shape = shape[:axis] + (index.size,) + shape[axis + 1:]
+    g = rng.standard_normal(g_shape).astype(dtype)
+    node = Node("scatter_take", (), {"axis": axis, "shape": shape}, shape, np.dtype(dtype))
+    assert BACKEND.accepts(node, [_Buf(g), _Buf(index)])
+    got = BACKEND.launch(node, [g, index])
+    want = KERNELS["scatter_take"](node.attrs, g, index)
+    assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+
+
+def test_scatter_add_out_of_range_raises_index_error():
+    node = Node("scatter_take", (), {"axis": 0, "shape": (4, 3000)}, (4, 3000), np.dtype(np.float32))
+    with pytest.raises(IndexError, match="out of range"):
+        BACKEND.launch(node, [np.ones((2, 3000), np.float32), np.array([1, 4])])
+
+
+class _Buf:
+    """The facts accepts() reads from an operand buffer."""
+
+    def __init__(self, array):
+        self.shape, self.dtype, self.nbytes = array.shape, array.dtype, array.nbytes

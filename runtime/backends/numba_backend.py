@@ -4,13 +4,15 @@ The kernels are serial: parallel ones (numba prange) fought OpenBLAS's threads f
 made a 2-thread training step six times slower (268 ms against 45 ms, bench/RESULTS.md).
 
 It accepts float32/float64 sum/mean/var/std reductions (bit-identical to the reference: the same left
-folds) and erf (may differ from the reference in the last unit: libm's exp vs NumPy's) from
-`MIN_ELEMENTS` up, the AdamW update at any size (bit-identical), and fused elementwise groups
-(runtime/fusion.py); everything else goes on down the chain to the NumPy backend.
+folds), erf (may differ from the reference in the last unit: libm's exp vs NumPy's) and the scatter-add
+of index_select/embedding gradients (bit-identical: index order, float64) from `MIN_ELEMENTS` up, the
+AdamW update at any size (bit-identical), and fused elementwise groups (runtime/fusion.py); everything
+else goes on down the chain to the NumPy backend.
 """
 import numpy as np
 
 from ...kernels.cpu import fused as cpu_fused
+from ...kernels.cpu import index as cpu_index
 from ...kernels.cpu import optim as cpu_optim
 from ...kernels.cpu import reduce as cpu_reduce
 from ...kernels.cpu import special as cpu_special
@@ -37,6 +39,10 @@ class NumbaBackend(Backend):
     def accepts(self, node, operands):
         if node.op == "adamw":
             return node.dtype in _FLOATS and all(b.dtype in _FLOATS for b in operands)
+        if node.op == "scatter_take":
+            g, index = operands
+            return (node.dtype in _FLOATS and g.dtype == node.dtype and index.dtype.kind == "i"
+                    and g.nbytes // g.dtype.itemsize >= MIN_ELEMENTS)
         if node.op not in self.OPS or len(operands) != 1:
             return False
         x = operands[0]
@@ -54,6 +60,8 @@ class NumbaBackend(Backend):
     def launch(self, node, args):
         if node.op == "adamw":
             return self._adamw(node, args)
+        if node.op == "scatter_take":
+            return self._scatter_take(node, *args)
         x = args[0]
         if node.op == "erf":
             out = np.empty(node.shape, node.dtype)
@@ -84,6 +92,15 @@ class NumbaBackend(Backend):
         cpu_optim.adamw_into(*flat, out, a["beta1"], a["beta2"], a["eps"], 1.0 - lr * a["weight_decay"],
                              lr / bias1, float(np.sqrt(bias2)))
         return out.reshape(node.shape)
+
+    def _scatter_take(self, node, g, index):
+        axis, shape = node.attrs["axis"], node.attrs["shape"]
+        pre = int(np.prod(shape[:axis], dtype=np.int64))
+        post = int(np.prod(shape[axis + 1:], dtype=np.int64))
+        acc = np.zeros((pre, shape[axis], post), np.float64)
+        flat = np.ascontiguousarray(index, dtype=np.int64).reshape(-1)
+        cpu_index.scatter_rows_into(acc, np.ascontiguousarray(g).reshape(pre, flat.shape[0], post), flat)
+        return acc.astype(node.dtype).reshape(shape)
 
     def launch_fused(self, recipe, root, arrays, params):
         """Run a generated elementwise kernel (runtime/fusion.py) producing `root`'s value."""
