@@ -52,7 +52,7 @@ def test_the_chain_uses_numba_for_large_reductions_only():
     assert ran == [("sum", "numba"), ("sum", "numpy"), ("sum", "numpy")]
 
 
-def test_erf_matches_the_reference_in_float32_and_within_an_ulp_in_float64():
+def test_erf_is_within_one_unit_of_the_reference_in_float32_and_float64():
     rng = np.random.default_rng(0)
     x = np.concatenate([rng.normal(size=200_000) * 2, rng.uniform(-30, 30, 20_000), [0.0, -0.0, np.inf, np.nan]])
     for dtype in (np.float32, np.float64):
@@ -62,8 +62,8 @@ def test_erf_matches_the_reference_in_float32_and_within_an_ulp_in_float64():
         finite = np.isfinite(want)
         ulps = np.abs(want[finite].astype(np.float64) - got[finite]) / np.spacing(np.abs(want[finite]))
         assert ulps.max() <= 1.0
-        if dtype == np.float32:
-            assert got.tobytes() == want.tobytes()  # measured: no float32 result differs
+        if dtype == np.float32:  # the vectorizing form: measured, 1 in ~10^6 differs by one unit
+            assert np.count_nonzero(got != want) <= 5
         assert np.isnan(got[-1]) and got[-2] == 1.0 and np.signbit(got[-3])
 
 

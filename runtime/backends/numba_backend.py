@@ -4,7 +4,8 @@ The kernels are serial: parallel ones (numba prange) fought OpenBLAS's threads f
 made a 2-thread training step six times slower (268 ms against 45 ms, bench/RESULTS.md).
 
 It accepts float32/float64 sum/mean/var/std reductions (bit-identical to the reference: the same left
-folds), erf (may differ from the reference in the last unit: libm's exp vs NumPy's) and the scatter-add
+folds), erf (may differ from the reference in the last unit: libm's exp vs NumPy's in float64, the
+vectorizing erf_for_float32 for float32) and the scatter-add
 of index_select/embedding gradients (bit-identical: index order, float64) from `MIN_ELEMENTS` up, the
 AdamW update at any size (bit-identical), and fused elementwise groups (runtime/fusion.py); everything
 else goes on down the chain to the NumPy backend.
@@ -65,7 +66,11 @@ class NumbaBackend(Backend):
         x = args[0]
         if node.op == "erf":
             out = np.empty(node.shape, node.dtype)
-            cpu_special.erf_into(np.ascontiguousarray(x).reshape(-1), out.reshape(-1))
+            flat = np.ascontiguousarray(x).reshape(-1)
+            if x.dtype == np.float32 and node.dtype == np.float32:
+                cpu_special.erf_into_float32(flat, out.reshape(-1))
+            else:
+                cpu_special.erf_into(flat, out.reshape(-1))
             return out
         attrs = node.attrs
         axes = attrs["axes"]
