@@ -230,36 +230,46 @@ def test_fused_elementwise_chains_run_as_one_kernel_with_the_cpu_bytes(cuda_devi
     assert sorted(k.op.split("(")[0] for k in p.kernels) == ["fused", "fused", "mean"]
 
 
-def test_the_cuda_bindings_driver_marshals_calls_and_arguments_correctly(monkeypatch, rng):
-    """Through a stand-in for cuda.bindings.driver (tests/fake_cuda_driver.py): real NVRTC cubins, the
-    kernel-parameter arrays decoded as the driver would, the kernels run as C."""
+@pytest.mark.parametrize("binding", ["cuda-bindings", "pycuda"])
+def test_the_driver_bindings_marshal_calls_and_arguments_correctly(monkeypatch, rng, binding):
+    """Through stand-ins for cuda.bindings.driver and pycuda.driver (tests/fake_cuda_driver.py,
+    tests/fake_pycuda.py): real NVRTC cubins, arguments decoded as each binding passes them, the
+    kernels run as C."""
     import sys
     import types
     from lazytensor.kernels.cuda import nvrtc
     from lazytensor.runtime import devices
     import fake_cuda_driver
+    import fake_pycuda
     if not nvrtc.available():
         pytest.skip("NVRTC is not installed here")
-    bindings = types.ModuleType("cuda.bindings")
-    bindings.driver = fake_cuda_driver
-    monkeypatch.setitem(sys.modules, "cuda", types.ModuleType("cuda"))
-    monkeypatch.setitem(sys.modules, "cuda.bindings", bindings)
-    monkeypatch.setitem(sys.modules, "cuda.bindings.driver", fake_cuda_driver)
+    if binding == "cuda-bindings":
+        fake = fake_cuda_driver
+        package = types.ModuleType("cuda.bindings")
+        package.driver = fake
+        modules = {"cuda": types.ModuleType("cuda"), "cuda.bindings": package, "cuda.bindings.driver": fake}
+    else:
+        fake = fake_pycuda
+        package = types.ModuleType("pycuda")
+        package.driver = fake
+        modules = {"pycuda": package, "pycuda.driver": fake}
+    for name, module in modules.items():
+        monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setattr(devices, "ctypes", types.SimpleNamespace(CDLL=lambda name: None))  # "libcuda loads"
     a = rng.standard_normal((40, 30)).astype(np.float32)
     b = rng.standard_normal((40, 30)).astype(np.float32)
     program = BIT_IDENTICAL_PROGRAMS["broadcast"]
     lt.set_device("cpu")
     cpu = [t.numpy().copy() for t in program(lt.tensor(a), lt.tensor(b))]
-    assert lt.set_device("cuda", driver="cuda-bindings", offload="always") == "cuda"
+    assert lt.set_device("cuda", driver=binding, offload="always") == "cuda"
     device = devices.active_device()
-    assert device.driver.kind == "cuda-bindings" and device.driver.arch == "sm_90"
+    assert device.driver.kind == binding and device.driver.arch == "sm_90"
     assert "Fake GPU" in device.driver.description
-    fake_cuda_driver.calls.clear()
+    fake.calls.clear()
     with lt.profile():  # events around launches and copies
         dev = [t.numpy().copy() for t in program(lt.tensor(a), lt.tensor(b))]
     _same_bytes(cpu, dev)
-    assert len(fake_cuda_driver.calls) >= len(cpu)
+    assert len(fake.calls) >= len(cpu)
     lt.manual_seed(1)
     fills = lt.rand(1000).numpy().copy()  # scalars: the Philox key words, low and high
     lt.set_device("cpu")
