@@ -7,6 +7,7 @@ float32 directly: the same bits, and much faster on GPUs with few float64 units.
 """
 import numpy as np
 
+from ..reference.elementwise import TRANSCENDENTAL  # noqa: F401 (the same op class on every device)
 from .spec import KernelSpec, cached, ctype, dtype_name
 
 NATIVE_SAFE = frozenset({"add", "sub", "mul", "div", "maximum", "minimum", "neg", "abs", "sqrt", "square",
@@ -20,8 +21,6 @@ UNARY = frozenset(_MATH) | {"rsqrt", "neg", "abs", "sign", "relu", "square", "fl
 BINARY = frozenset(_ARITH) | frozenset(_COMPARE) | {"maximum", "minimum", "logical_and", "logical_or",
                                                      "logical_xor"}
 OPS = UNARY | BINARY | {"where"}
-TRANSCENDENTAL = frozenset({"exp", "log", "tanh", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
-                            "erf", "sigmoid"})
 # Ops that need float64 to match the reference, so a float-only dialect declines them for float32.
 NEEDS_WIDE = frozenset(_MATH - {"sqrt"}) | {"rsqrt"}
 
@@ -141,7 +140,7 @@ def collapse(shape, strides_list):
     return shape, [tuple(st[k] for _, st in merged) for k in range(len(strides_list))]
 
 
-def index_code(shape, keep_dims=False):
+def index_code(shape):
     """Code decomposing `gid` into per-dim indices i0..i{R-1} over row-major `shape`."""
     lines, r = ["  i64 lt_r = gid;"], len(shape)
     for d in range(r - 1, 0, -1):
