@@ -34,12 +34,17 @@ def virtual():
     """Switch to a fresh virtual device; call it with memory=/budget=/offload= to size it."""
     def start(memory="256MB", budget=None, offload="policy"):
         lt.set_device("virtual", memory=memory, offload=offload)
-        if budget is not None:
-            lt.set_memory_budget(budget)
-        lt.clear_transfer_log()
-        lt.reset_counters()
-        return lt.runtime.devices.active_device()
+        return _fresh_logs(budget)
     yield start
+
+
+def _fresh_logs(budget):
+    """After starting a device: its budget (if given), an empty transfer log and zero counters."""
+    if budget is not None:
+        lt.set_memory_budget(budget)
+    lt.clear_transfer_log()
+    lt.reset_counters()
+    return lt.runtime.devices.active_device()
 
 
 @pytest.fixture
@@ -58,9 +63,5 @@ def cuda_device():
         name = lt.set_device("cuda", driver=driver, offload=offload, **options)
         if name != "cuda":
             pytest.skip(f"the CUDA backend did not start with driver {driver!r}")
-        if budget is not None:
-            lt.set_memory_budget(budget)
-        lt.clear_transfer_log()
-        lt.reset_counters()
-        return lt.runtime.devices.active_device()
+        return _fresh_logs(budget)
     yield start

@@ -12,7 +12,6 @@ import subprocess
 import tempfile
 import threading
 
-import numpy as np
 
 from .spec import C_EMULATION, C_EMULATION_F32, render
 
@@ -63,10 +62,3 @@ def function(spec, float_only=False):
         fn(*args, ctypes.c_longlong(0), ctypes.c_longlong(spec.threads))
     return run
 
-
-def run(spec, buffers, scalars=(), float_only=False):
-    """Run `spec` once on NumPy arrays (contiguous, of the spec's dtypes)."""
-    for b in buffers:
-        if isinstance(b, np.ndarray):
-            assert b.flags.c_contiguous, "C emulation needs contiguous arrays"
-    function(spec, float_only)(buffers, scalars)

@@ -7,6 +7,7 @@ from . import matmul as gmm
 from . import optim as gopt
 from . import random as grand
 from . import reduce as gred
+from .spec import render
 
 _FLOATS = ("float32", "float64")
 _SHAPE = (4, 6, 5)
@@ -78,7 +79,6 @@ def specs(has_double=True):
 
 def source(profile, extra=()):
     """One translation unit holding the prelude and every catalog kernel (each once) in `profile`'s dialect."""
-    from .spec import render
     seen, parts = set(), [profile.prelude()]
     for spec in specs(profile.has_double):
         if spec.name not in seen:
