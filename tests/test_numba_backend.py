@@ -40,6 +40,30 @@ def test_reductions_are_bit_identical_to_the_reference(shape, data):
     assert got.tobytes() == want.tobytes()
 
 
+@settings(max_examples=40)
+@given(st.lists(st.integers(1, 40), min_size=1, max_size=4), st.data())
+def test_amax_and_amin_are_bit_identical_to_the_reference(shape, data):
+    axes = tuple(sorted(data.draw(st.sets(st.integers(0, len(shape) - 1), min_size=1))))
+    dtype = data.draw(st.sampled_from([np.float32, np.float64]))
+    op = data.draw(st.sampled_from(["amax", "amin"]))
+    specials = data.draw(st.sampled_from([(), (0.0, -0.0), (np.nan,), (np.inf, -np.inf)]))
+    rng = np.random.default_rng(sum(shape))
+    x = rng.normal(size=shape).astype(dtype)
+    if specials:
+        x.reshape(-1)[rng.integers(0, x.size, size=max(1, x.size // 4))] = rng.choice(specials, max(1, x.size // 4))
+    node = _node(op, x, axes)
+    want = KERNELS[op](node.attrs, x)
+    got = BACKEND.launch(node, [x])
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert got.tobytes() == want.tobytes()
+
+
+def test_amax_of_rows_with_zero_or_nan_results_takes_numpys_bytes():
+    x = np.tile(np.array([[-0.0, 0.0, -1.0, -0.0], [1.0, np.nan, 2.0, 3.0]], np.float32), (4096, 1))
+    node = _node("amax", x, (1,))
+    assert BACKEND.launch(node, [x]).tobytes() == KERNELS["amax"](node.attrs, x).tobytes()
+
+
 def test_the_chain_uses_numba_for_large_reductions_only():
     lt.set_device("cpu")
     chain = devices.chain()

@@ -7,31 +7,67 @@ reassociate. The results are bit-identical to the reference.
 import numba as nb
 import numpy as np
 
-_BLOCK = 256
+_ROWS = 8  # rows folded side by side: independent additions in flight, each row still in order
 
 
 @nb.njit(cache=True)
 def sum_rows(x, out):
     """out[m] = fold(+) of x[m, :] for x of shape (M, K), K >= 1."""
     M, K = x.shape
-    for m in range(M):
-        acc = np.float64(x[m, 0])
+    acc = np.empty(_ROWS, np.float64)
+    m = 0
+    while m + _ROWS <= M:
+        for j in range(_ROWS):
+            acc[j] = np.float64(x[m + j, 0])
         for k in range(1, K):
-            acc += np.float64(x[m, k])
-        out[m] = acc
+            for j in range(_ROWS):
+                acc[j] += np.float64(x[m + j, k])
+        for j in range(_ROWS):
+            out[m + j] = acc[j]
+        m += _ROWS
+    for r in range(m, M):
+        a = np.float64(x[r, 0])
+        for k in range(1, K):
+            a += np.float64(x[r, k])
+        out[r] = a
 
 
 @nb.njit(cache=True)
 def sum_cols(x, out):
-    """out[m] = fold(+) of x[:, m] for x of shape (K, M), K >= 1 (in blocks of columns, for the cache)."""
+    """out[m] = fold(+) of x[:, m] for x of shape (K, M), K >= 1: row k is added to every running
+    column value before row k + 1 (a loop over one row slice, which LLVM vectorizes)."""
     K, M = x.shape
-    for b in range((M + _BLOCK - 1) // _BLOCK):
-        lo, hi = b * _BLOCK, min(M, (b + 1) * _BLOCK)
-        for m in range(lo, hi):
-            out[m] = np.float64(x[0, m])
+    first = x[0]
+    for m in range(M):
+        out[m] = np.float64(first[m])
+    for k in range(1, K):
+        row = x[k]
+        for m in range(M):
+            out[m] += np.float64(row[m])
+
+
+@nb.njit(cache=True)
+def extreme_rows(x, out, largest):
+    """out[m] = max (or min) of x[m, :] for x of shape (M, K), K >= 1, or NaN if the row holds a NaN.
+    Returns how many rows came out zero or NaN: for those the caller takes NumPy's value, whose choice
+    among signed zeros and NaN payloads is its own."""
+    M, K = x.shape
+    unsure = 0
+    for m in range(M):
+        best = x[m, 0]
+        nan = best != best
         for k in range(1, K):
-            for m in range(lo, hi):
-                out[m] += np.float64(x[k, m])
+            v = x[m, k]
+            if (v > best) if largest else (v < best):
+                best = v
+            elif v != v:
+                nan = True
+        if nan:
+            best = np.nan
+        out[m] = best
+        if best == 0 or nan:
+            unsure += 1
+    return unsure
 
 
 @nb.njit(cache=True)
@@ -65,6 +101,19 @@ def fold_sum(x, axes):
     kind, a = layout(x, axes)
     out = np.empty(a.shape[0] if kind == "rows" else a.shape[1], np.float64)
     (sum_rows if kind == "rows" else sum_cols)(a, out)
+    return out
+
+
+def extreme(x, axes, largest):
+    """max (or min) over `axes` (at least one reduced element), flattened over kept axes, or None when a
+    result is a zero or NaN: which signed zero or NaN payload comes out is NumPy's choice, so the caller
+    asks NumPy (the reference) for the whole reduction then."""
+    kind, a = layout(x, axes)
+    if kind == "cols":
+        a = np.ascontiguousarray(a.T)
+    out = np.empty(a.shape[0], a.dtype)
+    if extreme_rows(a, out, largest):
+        return None
     return out
 
 

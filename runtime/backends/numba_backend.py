@@ -4,7 +4,7 @@ The kernels are serial: parallel ones (numba prange) fought OpenBLAS's threads f
 made a 2-thread training step six times slower (268 ms against 45 ms, bench/RESULTS.md).
 
 It accepts float32/float64 sum/mean/var/std reductions (bit-identical to the reference: the same left
-folds), erf (may differ from the reference in the last unit: libm's exp vs NumPy's in float64, the
+folds), amax/amin (bit-identical: exact; a zero or NaN result defers to NumPy), erf (may differ from the reference in the last unit: libm's exp vs NumPy's in float64, the
 vectorizing erf_for_float32 for float32) and the scatter-add
 of index_select/embedding gradients (bit-identical: index order, float64) from `MIN_ELEMENTS` up, the
 AdamW update at any size (bit-identical), and fused elementwise groups (runtime/fusion.py); everything
@@ -17,6 +17,7 @@ from ...kernels.cpu import index as cpu_index
 from ...kernels.cpu import optim as cpu_optim
 from ...kernels.cpu import reduce as cpu_reduce
 from ...kernels.cpu import special as cpu_special
+from ...kernels.reference import KERNELS
 from .base import Backend
 
 MIN_ELEMENTS = 8192  # below this, a compiled call's dispatch costs more than NumPy's temporaries save
@@ -35,7 +36,7 @@ class NumbaBackend(Backend):
 
     name = "numba"
     is_host = True
-    OPS = frozenset({"sum", "mean", "var", "std", "erf"})
+    OPS = frozenset({"sum", "mean", "var", "std", "erf", "amax", "amin"})
 
     def accepts(self, node, operands):
         if node.op == "adamw":
@@ -74,6 +75,11 @@ class NumbaBackend(Backend):
             return out
         attrs = node.attrs
         axes = attrs["axes"]
+        if node.op in ("amax", "amin"):
+            out = cpu_reduce.extreme(x, axes, node.op == "amax")
+            if out is None:  # a zero or NaN came out: NumPy picks which one
+                return KERNELS[node.op](attrs, x)
+            return out.astype(node.dtype, copy=False).reshape(node.shape)
         n = _count(x.shape, axes)
         if node.op == "sum":
             wide = cpu_reduce.fold_sum(x, axes)
