@@ -284,6 +284,17 @@ def _zeros_where(cond, g):
     return _ops()[0].where(cond, 0.0, g)
 
 
+def _softmax_family(grad_op, composite):
+    """One `grad_op` node (kernels/reference/softmax.py) from the output and its gradient; while
+    building a differentiable gradient (create_graph), the same formula in ops that have gradients."""
+    def vjp(inputs, out, attrs, g):
+        if _state["enabled"]:
+            return (composite(out, g, attrs["axis"]),)
+        from .tensor import Tensor
+        return (Tensor._from_op(grad_op, (out, g), attrs, out.shape, out.dtype),)
+    return vjp
+
+
 _SQRT_PI_2 = 2.0 / math.sqrt(math.pi)
 
 VJP = {
@@ -322,6 +333,8 @@ VJP = {
     "where": _where,
     "sum": _sum, "mean": _mean, "prod": _prod, "var": _var, "std": _std, "amax": _extreme, "amin": _extreme,
     "matmul": _matmul,
+    "softmax": _softmax_family("softmax_grad", lambda y, g, d: y * (g - (g * y).sum(dim=d, keepdim=True))),
+    "log_softmax": _softmax_family("log_softmax_grad", lambda y, g, d: g - y.exp() * g.sum(dim=d, keepdim=True)),
     "reshape": lambda inputs, out, attrs, g: (g.reshape(*inputs[0].shape),),
     "permute": _permute,
     "expand": lambda inputs, out, attrs, g: (unbroadcast(g, inputs[0].shape),),

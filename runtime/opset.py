@@ -7,3 +7,4 @@ UNARY_SAME_OPS = frozenset(UNARY_SAME)        # dtype-preserving
 BINARY_OPS = frozenset(BINARY_ARITH) | frozenset(BINARY_COMPARE) | frozenset(BINARY_LOGICAL)
 TRANSCENDENTAL_OPS = TRANSCENDENTAL
 REDUCE_OPS = frozenset({"sum", "prod", "mean", "var", "std", "amax", "amin", "argmax", "argmin"})
+SOFTMAX_OPS = frozenset({"softmax", "log_softmax", "softmax_grad", "log_softmax_grad"})  # along one axis

@@ -9,7 +9,7 @@ have to be re-measured on our own hardware; the virtual device uses the CUDA tab
 transfer log rehearses a CUDA run. Metal's values are the seed's where it gives them; `fill` and the
 reduction limits are not measured for Metal and are scaled by its ~5x higher round trip.
 """
-from .opset import BINARY_OPS, REDUCE_OPS, TRANSCENDENTAL_OPS
+from .opset import BINARY_OPS, REDUCE_OPS, SOFTMAX_OPS, TRANSCENDENTAL_OPS
 
 CUDA_THRESHOLDS = {
     "matmul": 131072,          # n*m*p (batch*n*m*p for stacked products), ~51^3
@@ -40,7 +40,7 @@ def family(node, operands):
     if op == "matmul":
         ranks = sorted((len(operands[0].shape), len(operands[1].shape)))
         return "gemv" if ranks == [1, 2] else "matmul"
-    if op in TRANSCENDENTAL_OPS:
+    if op in TRANSCENDENTAL_OPS or op in SOFTMAX_OPS:
         return "transcendental"
     if op in REDUCE_OPS:
         return "reduce"

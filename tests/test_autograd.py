@@ -237,3 +237,20 @@ def test_repr_shows_gradient_tracking_like_pytorch():
     x = lt.tensor([1.0], requires_grad=True)
     assert repr(x) == "tensor([1.], requires_grad=True)"
     assert repr(x * 2) == "tensor([2.], grad_fn=<mul>)"
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_second_derivatives_through_softmax_match_pytorch(op):
+    torch = pytest.importorskip("torch")
+    x0 = np.random.default_rng(3).standard_normal((3, 5))
+    w = np.arange(5.0)
+    x = lt.tensor(x0, requires_grad=True)
+    (getattr(x, op)(-1) * lt.tensor(w)).sum().backward(create_graph=True)
+    gx = x.grad
+    x.grad = None
+    (gx * gx).sum().backward()
+    tx = torch.tensor(x0, requires_grad=True)
+    (tg,) = torch.autograd.grad((getattr(tx, op)(-1) * torch.tensor(w)).sum(), tx, create_graph=True)
+    (tg * tg).sum().backward()
+    np.testing.assert_allclose(gx.numpy(), tg.detach().numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-10, atol=1e-12)

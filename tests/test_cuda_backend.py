@@ -93,6 +93,29 @@ def test_transcendentals_differ_by_at_most_one_float32_unit(cuda_device, rng, dt
             np.testing.assert_allclose(d, c, rtol=1e-15, atol=1e-300)  # the seed measured 2e-16..1e-15
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_softmax_family_runs_as_one_kernel_each_within_units_of_the_reference(cuda_device, rng, dtype):
+    from lazytensor.kernels.reference import KERNELS
+    device = cuda_device()
+    x = (rng.standard_normal((6, 300, 40)) * 4).astype(dtype)
+    g = rng.standard_normal(x.shape).astype(dtype)
+    eps = np.finfo(dtype).eps
+    for op, axis in (("softmax", 2), ("log_softmax", 1)):
+        attrs = {"axis": axis, "dtype": np.dtype(dtype)}
+        t = lt.tensor(x, requires_grad=True)
+        y = getattr(t, op)(axis)
+        y.backward(lt.tensor(g))
+        with lt.profile() as p:
+            lt.realize(y, t.grad)
+        assert sorted(k.op for k in p.kernels) == sorted([op, op + "_grad"])
+        assert {k.backend for k in p.kernels} == {device.name}
+        want = KERNELS[op](attrs, x)
+        np.testing.assert_allclose(y.numpy(), want, rtol=4 * eps, atol=4 * eps)
+        want_g = KERNELS[op + "_grad"](attrs, y.numpy(), g)
+        scale = np.abs(g).sum(axis=axis, keepdims=True) + np.abs(g)
+        assert np.all(np.abs(t.grad.numpy() - want_g) <= 4 * eps * scale)
+
+
 @pytest.mark.parametrize("dtype,rtol", [(np.float32, 1e-5), (np.float64, 1e-13)])
 def test_matmul_is_within_the_documented_tolerance(cuda_device, rng, dtype, rtol):
     cuda_device()

@@ -71,12 +71,25 @@ def test_gelu_is_one_kernel(monkeypatch):
     assert [k.op for k in p.kernels] == ["fused(mul+mul+erf+add+mul)"]
 
 
-def test_softmax_runs_as_four_kernels_not_five(monkeypatch):
-    monkeypatch.setenv("LAZYTENSOR_FUSE", "1")
-    x = lt.tensor(np.ones(SHAPE, np.float32)).realize()
+def test_softmax_and_its_gradient_run_as_one_kernel_each():
+    x = lt.tensor(np.ones(SHAPE, np.float32), requires_grad=True)
+    y = x.softmax(-1)
     with lt.profile() as p:
-        x.softmax(-1).realize()
-    assert [k.op for k in p.kernels] == ["amax", "fused(sub+exp)", "sum", "div"]
+        y.realize()
+    assert [(k.op, k.backend) for k in p.kernels] == [("softmax", "numba")]
+    y.backward(lt.tensor(np.ones(SHAPE, np.float32)))
+    with lt.profile() as p:
+        x.grad.realize()
+    assert [(k.op, k.backend) for k in p.kernels] == [("softmax_grad", "numba")]
+
+
+def test_cross_entropy_forward_is_one_log_softmax_kernel_and_small_ones():
+    logits = lt.tensor(np.zeros((512, 96), np.float32))
+    target = lt.tensor(np.arange(512) % 96)
+    with lt.profile() as p:
+        F.cross_entropy(logits, target).realize()
+    big = [k.op for k in p.kernels if np.prod(k.shape) == 512 * 96]
+    assert big == ["log_softmax"]
 
 
 def test_without_fusion_every_op_is_a_kernel(monkeypatch):

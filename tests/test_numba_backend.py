@@ -195,3 +195,41 @@ class _Buf:
 
     def __init__(self, array):
         self.shape, self.dtype, self.nbytes = array.shape, array.dtype, array.nbytes
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(1, 24), min_size=1, max_size=3), st.data())
+def test_softmax_family_is_within_a_few_units_of_the_reference(shape, data):
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    dtype = data.draw(st.sampled_from([np.float32, np.float64]))
+    rng = np.random.default_rng(sum(shape) + axis)
+    x = (rng.standard_normal(shape) * 4).astype(dtype)
+    g = rng.standard_normal(shape).astype(dtype)
+    eps = np.finfo(dtype).eps
+    attrs = {"axis": axis, "dtype": np.dtype(dtype)}
+    for op in ("softmax", "log_softmax"):
+        node = Node(op, (), attrs, x.shape, x.dtype)
+        want = KERNELS[op](attrs, x)
+        got = BACKEND.launch(node, [x])
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=8 * eps, atol=8 * eps)
+        grad = Node(op + "_grad", (), attrs, x.shape, x.dtype)
+        want_g = KERNELS[grad.op](attrs, want, g)
+        got_g = BACKEND.launch(grad, [want, g])
+        if op == "softmax":  # no transcendental in it: the same bytes
+            assert got_g.tobytes() == want_g.tobytes()
+        else:  # g - exp(y) * sum(g): units of the larger term, which may cancel
+            scale = np.abs(g).sum(axis=axis, keepdims=True) + np.abs(g)
+            assert np.all(np.abs(got_g - want_g) <= 8 * eps * scale)
+
+
+def test_softmax_of_rows_holding_nan_or_only_minus_infinity_is_nan_like_the_reference():
+    x = np.zeros((4, 4096), np.float32)
+    x[0, 7] = np.nan
+    x[1, :] = -np.inf
+    attrs = {"axis": 1, "dtype": np.dtype(np.float32)}
+    for op in ("softmax", "log_softmax"):
+        got = BACKEND.launch(Node(op, (), attrs, x.shape, x.dtype), [x])
+        want = KERNELS[op](attrs, x)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        assert np.isnan(got[:2]).all() and not np.isnan(got[2:]).any()

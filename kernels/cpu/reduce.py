@@ -56,12 +56,13 @@ def extreme_rows(x, out, largest):
     for m in range(M):
         best = x[m, 0]
         nan = best != best
-        for k in range(1, K):
+        for k in range(1, K):  # selects, not branches: LLVM vectorizes this loop
             v = x[m, k]
-            if (v > best) if largest else (v < best):
-                best = v
-            elif v != v:
-                nan = True
+            if largest:
+                best = v if v > best else best
+            else:
+                best = v if v < best else best
+            nan |= v != v
         if nan:
             best = np.nan
         out[m] = best

@@ -1,12 +1,13 @@
 """One instance of every kernel family, for compile checks (NVRTC for CUDA, clang for MSL) and the
 device check scripts: each elementwise op on each dtype it takes, every reduction, the index copies,
-fills, the optimizer step and the matrix products."""
+fills, the optimizer step, softmax rows and the matrix products."""
 from . import elementwise as ew
 from . import index as gidx
 from . import matmul as gmm
 from . import optim as gopt
 from . import random as grand
 from . import reduce as gred
+from . import softmax as gsoftmax
 from .spec import render
 
 _FLOATS = ("float32", "float64")
@@ -74,6 +75,8 @@ def specs(has_double=True):
         out += [grand.uniform(1000, "float64"), grand.normal(1000, "float32"), grand.normal(1000, "float64"),
                 gopt.adamw(1000, "float32", 0.9, 0.999, 1e-8, 0.01),
                 gmm.matmul((2, 3), 8, 4, 6, (96, 32), (0, 24), "float64")]
+        out += [gsoftmax.along_axis(op, _SHAPE, axis, dt) for op in sorted(gsoftmax.OPS)
+                for axis, dt in ((2, "float32"), (1, "float64"))]
     return out
 
 

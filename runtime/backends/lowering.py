@@ -13,6 +13,7 @@ from ...kernels.gpu import matmul as gmm
 from ...kernels.gpu import optim as gopt
 from ...kernels.gpu import random as grand
 from ...kernels.gpu import reduce as gred
+from ...kernels.gpu import softmax as gsoftmax
 from ...kernels.gpu.spec import ctype, dtype_name
 from ...kernels.reference.indexing import check_bounds
 from ..policy import is_param
@@ -222,6 +223,15 @@ def _random(node, has_double):
     return None
 
 
+def _softmax(node, operands, has_double):
+    if not has_double or node.dtype.kind != "f":
+        return None  # the folds and transcendentals are defined in float64
+    if any(b.dtype != node.dtype or tuple(b.shape) != node.shape for b in operands):
+        return None
+    spec = gsoftmax.along_axis(node.op, node.shape, node.attrs["axis"], _dt(node.dtype))
+    return [Launch(spec, [OUT] + list(range(len(operands))))]
+
+
 def _adamw(node, operands, has_double):
     if not has_double or node.dtype.kind != "f":
         return None  # the update is defined in float64
@@ -294,4 +304,6 @@ def _lower(node, operands, has_double, tiled_matmul, device_checks):
         return _random(node, has_double)
     if op == "adamw":
         return _adamw(node, operands, has_double)
+    if op in gsoftmax.OPS:
+        return _softmax(node, operands, has_double)
     return None

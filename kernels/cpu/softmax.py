@@ -1,0 +1,154 @@
+"""Softmax, log-softmax and their gradients over the rows of a C-contiguous (M, K) array, one pass
+structure per row: the same steps, roundings and float64 left folds as kernels/reference/softmax.py.
+
+Arithmetic runs in the array's dtype (each float32 operation is correctly rounded, as the reference's
+per-op rounding); exp of float32 values is `exp_for_float32` (within one float32 unit of the
+reference, vectorizes), of float64 values libm's; log is libm's. So results are within a few units
+of the reference, not bit-identical (docs/NUMERICS.md).
+"""
+import math
+
+import numba as nb
+import numpy as np
+
+from .special import exp_for_float32
+
+
+@nb.njit(cache=True, inline="always")
+def _rounded(value, cell):
+    """`value` rounded to the dtype of `cell`, a one-element scratch array of that dtype."""
+    cell[0] = value
+    return cell[0]
+
+
+@nb.njit(cache=True, inline="always")
+def _row_max(x, m, cell):
+    """The row's maximum as the reference's amax has it (NaN if the row holds a NaN)."""
+    best = x[m, 0]
+    nan = False
+    for k in range(1, x.shape[1]):  # selects, not branches: LLVM vectorizes this loop
+        v = x[m, k]
+        best = v if v > best else best
+        nan |= v != v
+    nan |= best != best
+    return best if not nan else _rounded(np.nan, cell)
+
+
+@nb.njit(cache=True, inline="always")
+def _exp_into(src, dst, f32):
+    # Two loops, not one: the exp loop vectorizes; the fold after it must stay in order.
+    if f32:
+        for k in range(src.shape[0]):
+            dst[k] = exp_for_float32(np.float64(src[k]))
+    else:
+        for k in range(src.shape[0]):
+            dst[k] = math.exp(src[k])
+
+
+_BLOCK = 8  # rows whose folds run side by side (each still in order), so additions overlap
+
+
+@nb.njit(cache=True, inline="always")
+def _fold_rows(v, lo, hi, totals):
+    """totals[j] = float64 left fold of row lo + j of v, for the rows lo..hi-1 (at most _BLOCK)."""
+    n = hi - lo
+    for j in range(n):
+        totals[j] = np.float64(v[lo + j, 0])
+    for k in range(1, v.shape[1]):
+        for j in range(n):
+            totals[j] += np.float64(v[lo + j, k])
+
+
+@nb.njit(cache=True, error_model="numpy")
+def softmax_rows(x, out, f32):
+    """out = softmax of each row of x (K >= 1)."""
+    totals = np.empty(_BLOCK, np.float64)
+    cell = np.empty(1, out.dtype)
+    for lo in range(0, x.shape[0], _BLOCK):
+        hi = min(lo + _BLOCK, x.shape[0])
+        for m in range(lo, hi):
+            best = _row_max(x, m, cell)
+            row = out[m]
+            for k in range(x.shape[1]):
+                row[k] = x[m, k] - best
+            _exp_into(row, row, f32)
+        _fold_rows(out, lo, hi, totals)
+        for m in range(lo, hi):
+            total = _rounded(totals[m - lo], cell)
+            row = out[m]
+            for k in range(x.shape[1]):
+                row[k] = row[k] / total
+
+
+@nb.njit(cache=True, error_model="numpy")
+def log_softmax_rows(x, out, f32):
+    """out = log_softmax of each row of x (K >= 1)."""
+    totals = np.empty(_BLOCK, np.float64)
+    cell = np.empty(1, out.dtype)
+    e = np.empty((_BLOCK, x.shape[1]), x.dtype)
+    for lo in range(0, x.shape[0], _BLOCK):
+        hi = min(lo + _BLOCK, x.shape[0])
+        for m in range(lo, hi):
+            best = _row_max(x, m, cell)
+            row = out[m]
+            for k in range(x.shape[1]):
+                row[k] = x[m, k] - best
+            _exp_into(row, e[m - lo], f32)
+        _fold_rows(e, 0, hi - lo, totals)
+        for m in range(lo, hi):
+            lse = _rounded(math.log(np.float64(_rounded(totals[m - lo], cell))), cell)
+            row = out[m]
+            for k in range(x.shape[1]):
+                row[k] = row[k] - lse
+
+
+@nb.njit(cache=True, error_model="numpy")
+def softmax_grad_rows(y, g, out):
+    """out = y * (g - sum(g * y)) per row."""
+    totals = np.empty(_BLOCK, np.float64)
+    cell = np.empty(1, out.dtype)
+    for lo in range(0, y.shape[0], _BLOCK):
+        hi = min(lo + _BLOCK, y.shape[0])
+        for m in range(lo, hi):
+            row = out[m]
+            for k in range(y.shape[1]):
+                row[k] = g[m, k] * y[m, k]
+        _fold_rows(out, lo, hi, totals)
+        for m in range(lo, hi):
+            s = _rounded(totals[m - lo], cell)
+            row = out[m]
+            for k in range(y.shape[1]):
+                row[k] = y[m, k] * (g[m, k] - s)
+
+
+@nb.njit(cache=True, error_model="numpy")
+def log_softmax_grad_rows(y, g, out, f32):
+    """out = g - exp(y) * sum(g) per row."""
+    totals = np.empty(_BLOCK, np.float64)
+    cell = np.empty(1, out.dtype)
+    for lo in range(0, y.shape[0], _BLOCK):
+        hi = min(lo + _BLOCK, y.shape[0])
+        _fold_rows(g, lo, hi, totals)
+        for m in range(lo, hi):
+            s = _rounded(totals[m - lo], cell)
+            row = out[m]
+            _exp_into(y[m], row, f32)
+            for k in range(y.shape[1]):
+                row[k] = g[m, k] - row[k] * s
+
+
+KERNELS = {"softmax": softmax_rows, "log_softmax": log_softmax_rows, "softmax_grad": softmax_grad_rows,
+           "log_softmax_grad": log_softmax_grad_rows}
+
+
+def run(op, axis, arrays, dtype):
+    """The op along `axis` of same-shape `arrays`: the axis moved last, rows computed, moved back."""
+    rows = [np.ascontiguousarray(np.moveaxis(a, axis, -1), dtype=dtype) for a in arrays]
+    moved = rows[0].shape
+    out = np.empty(moved, dtype)
+    k = moved[-1]
+    args = [r.reshape(-1, k) for r in rows] + [out.reshape(-1, k)]
+    if op != "softmax_grad":
+        args.append(np.dtype(dtype) == np.float32)
+    KERNELS[op](*args)
+    return out if axis == len(moved) - 1 else np.ascontiguousarray(np.moveaxis(out, -1, axis))

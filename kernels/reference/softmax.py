@@ -1,0 +1,49 @@
+"""Softmax, log-softmax and their gradients along one axis, defined by the reference kernels they are
+made of, so each is the same value the composite graph of those ops computes (docs/NUMERICS.md):
+
+    softmax(x)          = e / sum(e),                e = exp(x - amax(x))
+    log_softmax(x)      = s - log(sum(exp(s))),      s = x - amax(x)
+    softmax_grad(y, g)  = y * (g - sum(g * y))       (y = softmax(x), g = dL/dy)
+    log_softmax_grad(y, g) = g - exp(y) * sum(g)     (y = log_softmax(x))
+
+Every op rounds to the result dtype as it would as a node; each sum is the float64 left fold along the
+axis, rounded once. Not in the bit-identical class (exp and log are transcendentals).
+"""
+from .elementwise import ELEMENTWISE_KERNELS as _EW
+from .reduce import REDUCE_KERNELS as _RED
+
+
+def _ops(attrs):
+    axis, dtype = attrs["axis"], attrs["dtype"]
+    ew = {"dtype": dtype}
+    red = {"axes": (axis,), "keepdims": True, "dtype": dtype}
+
+    def total(v):
+        return _RED["sum"](red, v)
+    return ew, red, total
+
+
+def softmax(attrs, x):
+    ew, red, total = _ops(attrs)
+    e = _EW["exp"](ew, _EW["sub"](ew, x, _RED["amax"](red, x)))
+    return _EW["div"](ew, e, total(e))
+
+
+def log_softmax(attrs, x):
+    ew, red, total = _ops(attrs)
+    shifted = _EW["sub"](ew, x, _RED["amax"](red, x))
+    return _EW["sub"](ew, shifted, _EW["log"](ew, total(_EW["exp"](ew, shifted))))
+
+
+def softmax_grad(attrs, y, g):
+    ew, _, total = _ops(attrs)
+    return _EW["mul"](ew, y, _EW["sub"](ew, g, total(_EW["mul"](ew, g, y))))
+
+
+def log_softmax_grad(attrs, y, g):
+    ew, _, total = _ops(attrs)
+    return _EW["sub"](ew, g, _EW["mul"](ew, _EW["exp"](ew, y), total(g)))
+
+
+SOFTMAX_KERNELS = {"softmax": softmax, "log_softmax": log_softmax, "softmax_grad": softmax_grad,
+                   "log_softmax_grad": log_softmax_grad}
