@@ -64,6 +64,61 @@ def record(out, op, inputs, attrs):
         out._grad_fn = GradFn(op, tuple(inputs), attrs, out._node)
 
 
+class _Pieces:
+    """Gradient contributions that are zero-padded reads of disjoint slices (a split, q/k/v): placed by one
+    `place_slices` node when the gradient is used, instead of padded one by one and added."""
+
+    def __init__(self, first):
+        self.shape, self.dtype = first.shape, first.dtype
+        self.parts = [(first._node.attrs["slices"], first._node.inputs[0])]
+
+    def take(self, pg):
+        """Add `pg` if it is one more such piece; False if it is not (the caller adds it normally)."""
+        if not _is_piece(pg) or pg.shape != self.shape or pg.dtype != self.dtype:
+            return False
+        slices = pg._node.attrs["slices"]
+        if not all(_disjoint(slices, other, self.shape) for other, _ in self.parts):
+            return False
+        self.parts.append((slices, pg._node.inputs[0]))
+        return True
+
+    def tensor(self):
+        from .tensor import Tensor
+        attrs = {"shape": self.shape, "slices": tuple(s for s, _ in self.parts), "dtype": self.dtype.np}
+        return Tensor._from_op("place_slices", [Tensor(n) for _, n in self.parts], attrs, self.shape, self.dtype)
+
+
+def _is_piece(t):
+    node = t._node
+    return node.op == "pad_slice" and node.buffer is None and node.inputs and all(
+        (s[2] if len(s) > 2 else 1) in (None, 1) for s in node.attrs["slices"])
+
+
+def _disjoint(a, b, shape):
+    """Whether two unit-step slicings of `shape` read no common element (apart along some dim)."""
+    for s, t, n in zip(a, b, shape):
+        lo1, hi1, _ = slice(*s).indices(n)
+        lo2, hi2, _ = slice(*t).indices(n)
+        if hi1 <= lo2 or hi2 <= lo1:
+            return True
+    return False
+
+
+def _accumulate(acc, pg, create_graph):
+    """acc + pg, gathering disjoint slice gradients into one `place_slices` node (not while building a
+    differentiable gradient: place_slices has no gradient of its own)."""
+    if not create_graph:
+        if isinstance(acc, _Pieces):
+            if acc.take(pg):
+                return acc
+            acc = acc.tensor()
+        elif _is_piece(acc) and _is_piece(pg):
+            pieces = _Pieces(acc)
+            if pieces.take(pg):
+                return pieces
+    return acc + pg
+
+
 def _topo(root):
     order, seen, stack = [], set(), [(root, False)]
     while stack:
@@ -103,6 +158,8 @@ def backward(tensor, gradient=None, create_graph=False):
             g = grads.pop(id(t), None)
             if g is None:
                 continue
+            if isinstance(g, _Pieces):
+                g = g.tensor()
             fn = t._grad_fn
             if fn is None:
                 t.grad = g if t.grad is None else t.grad + g
@@ -117,7 +174,7 @@ def backward(tensor, gradient=None, create_graph=False):
                 if pg.dtype != parent.dtype:
                     pg = pg.to(parent.dtype)
                 key = id(parent)
-                grads[key] = pg if key not in grads else grads[key] + pg
+                grads[key] = pg if key not in grads else _accumulate(grads[key], pg, create_graph)
 
 
 # ---- vector-Jacobian products: (inputs, out, attrs, grad) -> one gradient (or None) per input ----------

@@ -254,3 +254,22 @@ def test_second_derivatives_through_softmax_match_pytorch(op):
     (tg * tg).sum().backward()
     np.testing.assert_allclose(gx.numpy(), tg.detach().numpy(), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_gradient_of_a_split_is_placed_by_one_node_not_padded_and_added():
+    x0 = np.random.default_rng(5).standard_normal((4, 3, 12)).astype(np.float32)
+    x = lt.tensor(x0, requires_grad=True)
+    q, k, v = x.split(4, dim=2)
+    (q * 2.0 + k * v).sum().backward()
+    assert x.grad._node.op == "place_slices"
+    with lt.profile() as p:
+        got = x.grad.numpy()
+    assert [k.op for k in p.kernels if k.shape == x0.shape] == ["place_slices"]
+    want = np.concatenate([np.full((4, 3, 4), 2.0, np.float32), x0[..., 8:], x0[..., 4:8]], axis=2)
+    assert got.tobytes() == want.tobytes()
+
+
+def test_gradient_of_overlapping_or_strided_slices_is_still_summed():
+    x = lt.tensor(np.zeros(10), requires_grad=True)
+    (x[2:6].sum() + x[4:8].sum() * 2 + x[::3].sum() * 10).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [10, 0, 1, 11, 3, 3, 12, 2, 0, 10])

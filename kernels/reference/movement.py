@@ -48,4 +48,14 @@ def pad_slice(attrs, g):
     return out
 
 
+def place_slices(attrs, *pieces):
+    """Zeros of `shape` with each piece placed at its slices (disjoint regions): the sum of the pieces'
+    pad_slices, one node for the gradient of a tensor read in several slices (split, q/k/v)."""
+    out = np.zeros(attrs["shape"], dtype=np.dtype(attrs["dtype"]))
+    for slices, piece in zip(attrs["slices"], pieces):
+        out[tuple(slice(*s) for s in slices)] = piece
+    return out
+
+
 MOVEMENT_KERNELS["pad_slice"] = pad_slice
+MOVEMENT_KERNELS["place_slices"] = place_slices

@@ -115,6 +115,16 @@ def _movement(node, operands):
         strides, offset = _slice_geometry(node.shape, a["slices"])
         place = _copy(node, x.shape, x.dtype, ew.contiguous_strides(x.shape), 0, strides, offset, x.shape)
         return [Launch(zero, [OUT]), Launch(place, [OUT, 0])]
+    if op == "place_slices":
+        launches = []
+        if sum(int(np.prod(b.shape, dtype=np.int64)) for b in operands) < node.size:  # zeros between pieces
+            launches.append(Launch(ew.strided_map("fill", node.shape, (_dt(node.dtype), ew.contiguous_strides(
+                node.shape), 0), [], f"({ctype(node.dtype)})0"), [OUT]))
+        for k, (b, slices) in enumerate(zip(operands, a["slices"])):
+            strides, offset = _slice_geometry(node.shape, slices)
+            launches.append(Launch(_copy(node, b.shape, b.dtype, ew.contiguous_strides(b.shape), 0, strides, offset,
+                                         b.shape), [OUT, k]))
+        return launches
     if op == "cat":
         axis, launches, start = a["axis"], [], 0
         full = ew.contiguous_strides(node.shape)
@@ -241,8 +251,8 @@ def _adamw(node, operands, has_double):
     return [Launch(spec, [OUT, 0, 1, 2, 3], [("operand", k) for k in (4, 5, 6)])]
 
 
-_MOVEMENT = frozenset({"reshape", "contiguous", "permute", "expand", "slice", "pad_slice", "cat", "tril",
-                       "triu", "full"})
+_MOVEMENT = frozenset({"reshape", "contiguous", "permute", "expand", "slice", "pad_slice", "place_slices", "cat",
+                       "tril", "triu", "full"})
 _INDEX = frozenset({"take", "take_along", "scatter_take", "scatter_take_along"})
 
 
