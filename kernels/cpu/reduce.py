@@ -14,16 +14,23 @@ _ROWS = 8  # rows folded side by side: independent additions in flight, each row
 def sum_rows(x, out):
     """out[m] = fold(+) of x[m, :] for x of shape (M, K), K >= 1."""
     M, K = x.shape
-    acc = np.empty(_ROWS, np.float64)
     m = 0
-    while m + _ROWS <= M:
-        for j in range(_ROWS):
-            acc[j] = np.float64(x[m + j, 0])
+    while m + _ROWS <= M:  # eight running sums in registers
+        a0, a1, a2, a3 = np.float64(x[m, 0]), np.float64(x[m + 1, 0]), np.float64(x[m + 2, 0]), \
+            np.float64(x[m + 3, 0])
+        a4, a5, a6, a7 = np.float64(x[m + 4, 0]), np.float64(x[m + 5, 0]), np.float64(x[m + 6, 0]), \
+            np.float64(x[m + 7, 0])
         for k in range(1, K):
-            for j in range(_ROWS):
-                acc[j] += np.float64(x[m + j, k])
-        for j in range(_ROWS):
-            out[m + j] = acc[j]
+            a0 += np.float64(x[m, k])
+            a1 += np.float64(x[m + 1, k])
+            a2 += np.float64(x[m + 2, k])
+            a3 += np.float64(x[m + 3, k])
+            a4 += np.float64(x[m + 4, k])
+            a5 += np.float64(x[m + 5, k])
+            a6 += np.float64(x[m + 6, k])
+            a7 += np.float64(x[m + 7, k])
+        out[m], out[m + 1], out[m + 2], out[m + 3] = a0, a1, a2, a3
+        out[m + 4], out[m + 5], out[m + 6], out[m + 7] = a4, a5, a6, a7
         m += _ROWS
     for r in range(m, M):
         a = np.float64(x[r, 0])

@@ -51,12 +51,28 @@ _BLOCK = 8  # rows whose folds run side by side (each still in order), so additi
 @nb.njit(cache=True, inline="always")
 def _fold_rows(v, lo, hi, totals):
     """totals[j] = float64 left fold of row lo + j of v, for the rows lo..hi-1 (at most _BLOCK)."""
-    n = hi - lo
-    for j in range(n):
-        totals[j] = np.float64(v[lo + j, 0])
-    for k in range(1, v.shape[1]):
-        for j in range(n):
-            totals[j] += np.float64(v[lo + j, k])
+    if hi - lo == _BLOCK:  # eight running sums in registers, each row still added in order
+        a0, a1, a2, a3 = np.float64(v[lo, 0]), np.float64(v[lo + 1, 0]), np.float64(v[lo + 2, 0]), \
+            np.float64(v[lo + 3, 0])
+        a4, a5, a6, a7 = np.float64(v[lo + 4, 0]), np.float64(v[lo + 5, 0]), np.float64(v[lo + 6, 0]), \
+            np.float64(v[lo + 7, 0])
+        for k in range(1, v.shape[1]):
+            a0 += np.float64(v[lo, k])
+            a1 += np.float64(v[lo + 1, k])
+            a2 += np.float64(v[lo + 2, k])
+            a3 += np.float64(v[lo + 3, k])
+            a4 += np.float64(v[lo + 4, k])
+            a5 += np.float64(v[lo + 5, k])
+            a6 += np.float64(v[lo + 6, k])
+            a7 += np.float64(v[lo + 7, k])
+        totals[0], totals[1], totals[2], totals[3] = a0, a1, a2, a3
+        totals[4], totals[5], totals[6], totals[7] = a4, a5, a6, a7
+        return
+    for j in range(hi - lo):
+        acc = np.float64(v[lo + j, 0])
+        for k in range(1, v.shape[1]):
+            acc += np.float64(v[lo + j, k])
+        totals[j] = acc
 
 
 @nb.njit(cache=True, error_model="numpy")
