@@ -352,6 +352,20 @@ def _softmax_family(grad_op, composite):
     return vjp
 
 
+def _layer_norm(inputs, out, attrs, g):
+    """One `layer_norm_grad` node from the input and the gradient; under create_graph, its formula
+    (kernels/reference/layer_norm.py) in ops that have gradients."""
+    (x,) = inputs
+    if not _state["enabled"]:
+        from .tensor import Tensor
+        return (Tensor._from_op("layer_norm_grad", (x, g), attrs, x.shape, x.dtype),)
+    d = attrs["axes"]
+    c = x - x.mean(dim=d, keepdim=True)
+    r = ((c * c).mean(dim=d, keepdim=True) + attrs["eps"]).rsqrt()
+    xhat = c * r
+    return (((g - g.mean(dim=d, keepdim=True)) - xhat * (g * xhat).mean(dim=d, keepdim=True)) * r,)
+
+
 _SQRT_PI_2 = 2.0 / math.sqrt(math.pi)
 
 VJP = {
@@ -390,6 +404,7 @@ VJP = {
     "where": _where,
     "sum": _sum, "mean": _mean, "prod": _prod, "var": _var, "std": _std, "amax": _extreme, "amin": _extreme,
     "matmul": _matmul,
+    "layer_norm": _layer_norm,
     "softmax": _softmax_family("softmax_grad", lambda y, g, d: y * (g - (g * y).sum(dim=d, keepdim=True))),
     "log_softmax": _softmax_family("log_softmax_grad", lambda y, g, d: g - y.exp() * g.sum(dim=d, keepdim=True)),
     "reshape": lambda inputs, out, attrs, g: (g.reshape(*inputs[0].shape),),

@@ -8,3 +8,4 @@ BINARY_OPS = frozenset(BINARY_ARITH) | frozenset(BINARY_COMPARE) | frozenset(BIN
 TRANSCENDENTAL_OPS = TRANSCENDENTAL
 REDUCE_OPS = frozenset({"sum", "prod", "mean", "var", "std", "amax", "amin", "argmax", "argmin"})
 SOFTMAX_OPS = frozenset({"softmax", "log_softmax", "softmax_grad", "log_softmax_grad"})  # along one axis
+LAYER_NORM_OPS = frozenset({"layer_norm", "layer_norm_grad"})  # over trailing axes

@@ -9,7 +9,7 @@ have to be re-measured on our own hardware; the virtual device uses the CUDA tab
 transfer log rehearses a CUDA run. Metal's values are the seed's where it gives them; `fill` and the
 reduction limits are not measured for Metal and are scaled by its ~5x higher round trip.
 """
-from .opset import BINARY_OPS, REDUCE_OPS, SOFTMAX_OPS, TRANSCENDENTAL_OPS
+from .opset import BINARY_OPS, LAYER_NORM_OPS, REDUCE_OPS, SOFTMAX_OPS, TRANSCENDENTAL_OPS
 
 CUDA_THRESHOLDS = {
     "matmul": 131072,          # n*m*p (batch*n*m*p for stacked products), ~51^3
@@ -42,7 +42,7 @@ def family(node, operands):
         return "gemv" if ranks == [1, 2] else "matmul"
     if op in TRANSCENDENTAL_OPS or op in SOFTMAX_OPS:
         return "transcendental"
-    if op in REDUCE_OPS:
+    if op in REDUCE_OPS or op in LAYER_NORM_OPS:
         return "reduce"
     if op in FILL_OPS:
         return "fill"

@@ -273,3 +273,25 @@ def test_gradient_of_overlapping_or_strided_slices_is_still_summed():
     x = lt.tensor(np.zeros(10), requires_grad=True)
     (x[2:6].sum() + x[4:8].sum() * 2 + x[::3].sum() * 10).backward()
     np.testing.assert_array_equal(x.grad.numpy(), [10, 0, 1, 11, 3, 3, 12, 2, 0, 10])
+
+
+def test_layer_norm_gradients_and_second_derivatives_match_pytorch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(4)
+    x0, w0, b0 = rng.standard_normal((3, 4, 6)), rng.standard_normal(6), rng.standard_normal(6)
+    mix = np.arange(6.0)
+    x, w, b = (lt.tensor(a, requires_grad=True) for a in (x0, w0, b0))
+    (lt.nn.functional.layer_norm(x, 6, w, b) * lt.tensor(mix)).sum().backward(create_graph=True)
+    gx = x.grad
+    x.grad = None
+    (gx * gx).sum().backward()
+    tx, tw, tb = (torch.tensor(a, requires_grad=True) for a in (x0, w0, b0))
+    tgx, tgw, tgb = torch.autograd.grad((torch.nn.functional.layer_norm(tx, (6,), tw, tb) * torch.tensor(mix)).sum(),
+                                        (tx, tw, tb), create_graph=True)
+    (tgx * tgx).sum().backward()
+    np.testing.assert_allclose(gx.numpy(), tgx.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-9, atol=1e-11)
+    x2, w2, b2 = (lt.tensor(a, requires_grad=True) for a in (x0, w0, b0))
+    (lt.nn.functional.layer_norm(x2, 6, w2, b2) * lt.tensor(mix)).sum().backward()
+    for ours, theirs in ((x2, tgx), (w2, tgw), (b2, tgb)):
+        np.testing.assert_allclose(ours.grad.numpy(), theirs.detach().numpy(), rtol=1e-10, atol=1e-12)

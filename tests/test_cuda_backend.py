@@ -116,6 +116,23 @@ def test_softmax_family_runs_as_one_kernel_each_within_units_of_the_reference(cu
         assert np.all(np.abs(t.grad.numpy() - want_g) <= 4 * eps * scale)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_layer_norm_and_its_gradient_run_as_one_kernel_each_with_the_reference_bytes(cuda_device, rng, dtype):
+    from lazytensor.kernels.reference import KERNELS
+    device = cuda_device()
+    x0 = (rng.standard_normal((6, 50, 40)) * 3 + 2).astype(dtype)
+    g0 = rng.standard_normal(x0.shape).astype(dtype)
+    x = lt.tensor(x0, requires_grad=True)
+    y = nn.functional.layer_norm(x, (50, 40))
+    y.backward(lt.tensor(g0))
+    with lt.profile() as p:
+        lt.realize(y, x.grad)
+    assert [(k.op, k.backend) for k in p.kernels] == [("layer_norm", device.name), ("layer_norm_grad", device.name)]
+    attrs = {"axes": (1, 2), "eps": 1e-5, "dtype": np.dtype(dtype)}
+    assert y.numpy().tobytes() == KERNELS["layer_norm"](attrs, x0).tobytes()
+    assert x.grad.numpy().tobytes() == KERNELS["layer_norm_grad"](attrs, x0, g0).tobytes()
+
+
 @pytest.mark.parametrize("dtype,rtol", [(np.float32, 1e-5), (np.float64, 1e-13)])
 def test_matmul_is_within_the_documented_tolerance(cuda_device, rng, dtype, rtol):
     cuda_device()

@@ -83,6 +83,14 @@ def test_softmax_and_its_gradient_run_as_one_kernel_each():
     assert [(k.op, k.backend) for k in p.kernels] == [("softmax_grad", "numba")]
 
 
+def test_layer_norm_with_weight_and_bias_is_two_kernels():
+    x = lt.tensor(np.ones(SHAPE, np.float32))
+    w, b = lt.tensor(np.ones(SHAPE[1], np.float32)), lt.tensor(np.zeros(SHAPE[1], np.float32))
+    with lt.profile() as p:
+        F.layer_norm(x, SHAPE[1], w, b).realize()
+    assert [(k.op, k.backend) for k in p.kernels] == [("layer_norm", "numba"), ("fused(mul+add)", "numba")]
+
+
 def test_cross_entropy_forward_is_one_log_softmax_kernel_and_small_ones():
     logits = lt.tensor(np.zeros((512, 96), np.float32))
     target = lt.tensor(np.arange(512) % 96)

@@ -233,3 +233,20 @@ def test_softmax_of_rows_holding_nan_or_only_minus_infinity_is_nan_like_the_refe
         want = KERNELS[op](attrs, x)
         np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
         assert np.isnan(got[:2]).all() and not np.isnan(got[2:]).any()
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(1, 24), min_size=1, max_size=3), st.data())
+def test_layer_norm_and_its_gradient_are_bit_identical_to_the_reference(shape, data):
+    trailing = data.draw(st.integers(1, len(shape)))
+    axes = tuple(range(len(shape) - trailing, len(shape)))
+    dtype = data.draw(st.sampled_from([np.float32, np.float64]))
+    rng = np.random.default_rng(sum(shape) + trailing)
+    x = (rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 3) + rng.standard_normal()).astype(dtype)
+    g = rng.standard_normal(shape).astype(dtype)
+    attrs = {"axes": axes, "eps": 1e-5, "dtype": np.dtype(dtype)}
+    for op, args in (("layer_norm", [x]), ("layer_norm_grad", [x, g])):
+        want = KERNELS[op](attrs, *args)
+        got = BACKEND.launch(Node(op, (), attrs, x.shape, x.dtype), args)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert got.tobytes() == want.tobytes()

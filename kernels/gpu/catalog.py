@@ -1,8 +1,9 @@
 """One instance of every kernel family, for compile checks (NVRTC for CUDA, clang for MSL) and the
 device check scripts: each elementwise op on each dtype it takes, every reduction, the index copies,
-fills, the optimizer step, softmax rows and the matrix products."""
+fills, the optimizer step, softmax and layer-norm rows and the matrix products."""
 from . import elementwise as ew
 from . import index as gidx
+from . import layer_norm as glayer_norm
 from . import matmul as gmm
 from . import optim as gopt
 from . import random as grand
@@ -77,6 +78,7 @@ def specs(has_double=True):
                 gmm.matmul((2, 3), 8, 4, 6, (96, 32), (0, 24), "float64")]
         out += [gsoftmax.along_axis(op, _SHAPE, axis, dt) for op in sorted(gsoftmax.OPS)
                 for axis, dt in ((2, "float32"), (1, "float64"))]
+        out += [glayer_norm.rows(op, 6, 20, dt, 1e-5) for op in sorted(glayer_norm.OPS) for dt in _FLOATS]
     return out
 
 

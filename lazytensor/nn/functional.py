@@ -30,14 +30,16 @@ def gelu(x, approximate="none"):
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
-    """(x - mean) / sqrt(var + eps) over the trailing `normalized_shape` dims (biased variance)."""
+    """(x - mean) / sqrt(var + eps) over the trailing `normalized_shape` dims (biased variance), then
+    * weight + bias. The normalization is one node (definition: kernels/reference/layer_norm.py)."""
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     if x.shape[x.ndim - len(shape):] != shape:
         raise ValueError(f"layer_norm: input of shape {x.shape} does not end in normalized_shape {shape}")
+    if not x.dtype.is_floating_point:
+        x = x.float()
     dims = tuple(range(x.ndim - len(shape), x.ndim))
-    centered = x - x.mean(dim=dims, keepdim=True)
-    var = (centered * centered).mean(dim=dims, keepdim=True)
-    out = centered * (var + eps).rsqrt()
+    out = Tensor._from_op("layer_norm", (x,), {"axes": dims, "eps": float(eps), "dtype": x.dtype.np},
+                          x.shape, x.dtype)
     if weight is not None:
         out = out * weight
     if bias is not None:

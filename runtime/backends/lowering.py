@@ -9,6 +9,7 @@ import numpy as np
 
 from ...kernels.gpu import elementwise as ew
 from ...kernels.gpu import index as gidx
+from ...kernels.gpu import layer_norm as glayer_norm
 from ...kernels.gpu import matmul as gmm
 from ...kernels.gpu import optim as gopt
 from ...kernels.gpu import random as grand
@@ -242,6 +243,18 @@ def _softmax(node, operands, has_double):
     return [Launch(spec, [OUT] + list(range(len(operands))))]
 
 
+def _layer_norm(node, operands, has_double):
+    if not has_double or node.dtype.kind != "f":
+        return None  # the folds are defined in float64
+    if any(b.dtype != node.dtype or tuple(b.shape) != node.shape for b in operands):
+        return None
+    n = int(np.prod([node.shape[d] for d in node.attrs["axes"]], dtype=np.int64))
+    if n == 0:
+        return None
+    spec = glayer_norm.rows(node.op, node.size // n, n, _dt(node.dtype), node.attrs["eps"])
+    return [Launch(spec, [OUT] + list(range(len(operands))))]
+
+
 def _adamw(node, operands, has_double):
     if not has_double or node.dtype.kind != "f":
         return None  # the update is defined in float64
@@ -316,4 +329,6 @@ def _lower(node, operands, has_double, tiled_matmul, device_checks):
         return _adamw(node, operands, has_double)
     if op in gsoftmax.OPS:
         return _softmax(node, operands, has_double)
+    if op in glayer_norm.OPS:
+        return _layer_norm(node, operands, has_double)
     return None

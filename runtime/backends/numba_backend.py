@@ -7,7 +7,7 @@ It accepts float32/float64 sum/mean/var/std reductions (bit-identical to the ref
 folds), amax/amin (bit-identical: exact; a zero or NaN result defers to NumPy), erf (may differ from the reference in the last unit: libm's exp vs NumPy's in float64, the
 vectorizing erf_for_float32 for float32), softmax/log_softmax and their gradients along any axis (one
 kernel each, within a few units of the reference: exp and log; the gradient of softmax is
-bit-identical) and the scatter-add
+bit-identical), layer_norm and its gradient (bit-identical) and the scatter-add
 of index_select/embedding gradients (bit-identical: index order, float64) from `MIN_ELEMENTS` up, the
 AdamW update at any size (bit-identical), and fused elementwise groups (runtime/fusion.py); everything
 else goes on down the chain to the NumPy backend.
@@ -16,12 +16,13 @@ import numpy as np
 
 from ...kernels.cpu import fused as cpu_fused
 from ...kernels.cpu import index as cpu_index
+from ...kernels.cpu import layer_norm as cpu_layer_norm
 from ...kernels.cpu import optim as cpu_optim
 from ...kernels.cpu import reduce as cpu_reduce
 from ...kernels.cpu import softmax as cpu_softmax
 from ...kernels.cpu import special as cpu_special
 from ...kernels.reference import KERNELS
-from ..opset import SOFTMAX_OPS
+from ..opset import LAYER_NORM_OPS, SOFTMAX_OPS
 from .base import Backend
 
 MIN_ELEMENTS = 8192  # below this, a compiled call's dispatch costs more than NumPy's temporaries save
@@ -49,6 +50,9 @@ class NumbaBackend(Backend):
             g, index = operands
             return (node.dtype in _FLOATS and g.dtype == node.dtype and index.dtype.kind == "i"
                     and g.nbytes // g.dtype.itemsize >= MIN_ELEMENTS)
+        if node.op in LAYER_NORM_OPS:
+            return (node.dtype in _FLOATS and node.size >= MIN_ELEMENTS and _count(node.shape, node.attrs["axes"]) > 0
+                    and all(b.dtype == node.dtype and b.shape == node.shape for b in operands))
         if node.op in SOFTMAX_OPS:
             return (node.dtype in _FLOATS and node.size >= MIN_ELEMENTS
                     and all(b.dtype == node.dtype and b.shape == node.shape for b in operands))
@@ -71,6 +75,8 @@ class NumbaBackend(Backend):
             return self._adamw(node, args)
         if node.op == "scatter_take":
             return self._scatter_take(node, *args)
+        if node.op in LAYER_NORM_OPS:
+            return cpu_layer_norm.run(node.op, node.attrs["axes"], node.attrs["eps"], args, node.dtype)
         if node.op in SOFTMAX_OPS:
             return cpu_softmax.run(node.op, node.attrs["axis"], args, node.dtype)
         x = args[0]
