@@ -22,8 +22,8 @@ from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .random import (get_rng_state, initial_seed, manual_seed, normal, rand, rand_like, randint, randn,
                      randn_like, set_rng_state, uniform)
 from .evaluation import counters, realize, reset_counters
-from .device_api import (clear_transfer_log, devices, get_device, memory_budget, profile, residency_stats,
-                         set_device, set_memory_budget, transfer_log)
+from .device_api import (clear_transfer_log, devices, get_device, get_num_threads, memory_budget, profile,
+                         residency_stats, set_device, set_memory_budget, set_num_threads, transfer_log)
 
 globals().update(_UN)
 globals().update(_BIN)

@@ -2,6 +2,7 @@
 import gc
 
 from .runtime import devices as _devices
+from .runtime import parallel as _parallel
 from .runtime.memory import parse_bytes, set_budget_override
 from .runtime.profile import Profile
 from .runtime.residency import Residency
@@ -83,3 +84,15 @@ def profile():
     """`with lt.profile() as p:` scopes the transfer log and stats to the block; then p.summary(),
     p.to_json(path), p.to_chrome_trace(path)."""
     return Profile()
+
+
+def set_num_threads(n):
+    """Use `n` CPU threads for host kernels (PyTorch's torch.set_num_threads). With more than one, the
+    numba kernels and the matrix products split their rows between threads and OpenBLAS is held to one
+    thread while the engine runs kernels (runtime/parallel.py explains why)."""
+    _parallel.set_num_threads(n)
+
+
+def get_num_threads():
+    """The CPU threads host kernels use (1 without threadpoolctl installed)."""
+    return _parallel.num_threads()

@@ -5,7 +5,7 @@ where they were computed. A device that cannot get memory for a kernel passes it
 """
 import numpy as np
 
-from . import copies, devices, fusion
+from . import copies, devices, fusion, parallel
 from .counters import COUNTERS
 from .graph import Node, pending_order
 from .policy import is_param
@@ -25,6 +25,11 @@ def realize(roots):
     if not order:
         return 0
     COUNTERS.realizations += 1
+    with parallel.kernels_session():
+        return _realize(order, roots)
+
+
+def _realize(order, roots):
     chain = devices.chain()
     fuser = devices.fusing_backend(chain)
     groups, absorbed = fusion.plan(order, roots) if fuser is not None else ({}, ())

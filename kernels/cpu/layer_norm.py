@@ -41,7 +41,7 @@ def _centered_and_scale(xr, c, eps, cell):
     return _rounded(1.0 / math.sqrt(np.float64(v)), cell)
 
 
-@nb.njit(cache=True, error_model="numpy")
+@nb.njit(nogil=True, cache=True, error_model="numpy")
 def layer_norm_rows(x, out, eps_cell):
     """out = layer_norm of each row of x; eps_cell: eps as a one-element array of x's dtype."""
     cell = np.empty(1, x.dtype)
@@ -53,7 +53,7 @@ def layer_norm_rows(x, out, eps_cell):
             row[k] = row[k] * r
 
 
-@nb.njit(cache=True, error_model="numpy")
+@nb.njit(nogil=True, cache=True, error_model="numpy")
 def layer_norm_grad_rows(x, g, out, eps_cell):
     """out = ((g - mean(g)) - xhat * mean(g * xhat)) * r per row (g = dL/dxhat)."""
     cell = np.empty(1, x.dtype)
@@ -71,12 +71,21 @@ def layer_norm_grad_rows(x, g, out, eps_cell):
             row[k] = ((gr[k] - a) - xhat[k] * b) * r
 
 
-def run(op, axes, eps, arrays, dtype):
-    """The op over trailing `axes` of same-shape `arrays`."""
+def _serial(fn, n, work_per_item=1):
+    fn(0, n)
+
+
+def run(op, axes, eps, arrays, dtype, split=_serial):
+    """The op over trailing `axes` of same-shape `arrays`, rows in pieces by `split(fn, rows, work)`."""
     shape = arrays[0].shape
     k = int(np.prod([shape[d] for d in axes], dtype=np.int64))
     rows = [np.ascontiguousarray(a, dtype=dtype).reshape(-1, k) for a in arrays]
     out = np.empty(shape, dtype)
+    flat = out.reshape(-1, k)
     eps_cell = np.array([eps], dtype)
-    (layer_norm_rows if op == "layer_norm" else layer_norm_grad_rows)(*rows, out.reshape(-1, k), eps_cell)
+    kernel = layer_norm_rows if op == "layer_norm" else layer_norm_grad_rows
+
+    def part(lo, hi):
+        kernel(*(r[lo:hi] for r in rows), flat[lo:hi], eps_cell)
+    split(part, flat.shape[0], 8 * k)
     return out

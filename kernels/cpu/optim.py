@@ -6,11 +6,11 @@ import numba as nb
 import numpy as np
 
 
-@nb.njit(cache=True)
-def adamw_into(p, g, m, v, out, b1, b2, eps, decay, step_size, sqrt_bias2):
-    """out[0], out[1], out[2] = new p, m, v (flat arrays)."""
+@nb.njit(nogil=True, cache=True)
+def adamw_into(p, g, m, v, out, b1, b2, eps, decay, step_size, sqrt_bias2, lo, hi):
+    """out[0, i], out[1, i], out[2, i] = new p, m, v at i for lo <= i < hi (flat arrays)."""
     c1, c2 = 1.0 - b1, 1.0 - b2
-    for i in range(p.shape[0]):
+    for i in range(lo, hi):
         gi = np.float64(g[i])
         mi = b1 * np.float64(m[i]) + c1 * gi
         vi = b2 * np.float64(v[i]) + c2 * (gi * gi)

@@ -10,7 +10,7 @@ import numpy as np
 _ROWS = 8  # rows folded side by side: independent additions in flight, each row still in order
 
 
-@nb.njit(cache=True)
+@nb.njit(nogil=True, cache=True)
 def sum_rows(x, out):
     """out[m] = fold(+) of x[m, :] for x of shape (M, K), K >= 1."""
     M, K = x.shape
@@ -39,21 +39,21 @@ def sum_rows(x, out):
         out[r] = a
 
 
-@nb.njit(cache=True)
-def sum_cols(x, out):
-    """out[m] = fold(+) of x[:, m] for x of shape (K, M), K >= 1: row k is added to every running
-    column value before row k + 1 (a loop over one row slice, which LLVM vectorizes)."""
-    K, M = x.shape
+@nb.njit(nogil=True, cache=True)
+def sum_cols(x, out, lo, hi):
+    """out[m] = fold(+) of x[:, m] for x of shape (K, M), K >= 1, lo <= m < hi: row k is added to every
+    running column value before row k + 1 (a loop over one row slice, which LLVM vectorizes)."""
+    K = x.shape[0]
     first = x[0]
-    for m in range(M):
+    for m in range(lo, hi):
         out[m] = np.float64(first[m])
     for k in range(1, K):
         row = x[k]
-        for m in range(M):
+        for m in range(lo, hi):
             out[m] += np.float64(row[m])
 
 
-@nb.njit(cache=True)
+@nb.njit(nogil=True, cache=True)
 def extreme_rows(x, out, largest):
     """out[m] = max (or min) of x[m, :] for x of shape (M, K), K >= 1, or NaN if the row holds a NaN.
     Returns how many rows came out zero or NaN: for those the caller takes NumPy's value, whose choice
@@ -78,7 +78,7 @@ def extreme_rows(x, out, largest):
     return unsure
 
 
-@nb.njit(cache=True)
+@nb.njit(nogil=True, cache=True)
 def sq_dev_rows(x, mean, out):
     """out[m] = fold(+) of (x[m, k] - mean[m])^2 over k, in float64."""
     M, K = x.shape
@@ -104,15 +104,24 @@ def layout(x, axes):
     return "rows", np.ascontiguousarray(np.transpose(x, kept + list(axes))).reshape(m, k)
 
 
-def fold_sum(x, axes):
-    """float64 left-fold sums over `axes` (at least one reduced element), flattened over kept axes."""
+def _serial(fn, n, work_per_item=1):
+    fn(0, n)
+
+
+def fold_sum(x, axes, split=_serial):
+    """float64 left-fold sums over `axes` (at least one reduced element), flattened over kept axes.
+    `split(fn, n, work_per_item)` calls fn(lo, hi) over pieces of the outputs, maybe on several threads."""
     kind, a = layout(x, axes)
-    out = np.empty(a.shape[0] if kind == "rows" else a.shape[1], np.float64)
-    (sum_rows if kind == "rows" else sum_cols)(a, out)
+    if kind == "rows":
+        out = np.empty(a.shape[0], np.float64)
+        split(lambda lo, hi: sum_rows(a[lo:hi], out[lo:hi]), a.shape[0], a.shape[1])
+    else:
+        out = np.empty(a.shape[1], np.float64)
+        split(lambda lo, hi: sum_cols(a, out, lo, hi), a.shape[1], a.shape[0])
     return out
 
 
-def extreme(x, axes, largest):
+def extreme(x, axes, largest, split=_serial):
     """max (or min) over `axes` (at least one reduced element), flattened over kept axes, or None when a
     result is a zero or NaN: which signed zero or NaN payload comes out is NumPy's choice, so the caller
     asks NumPy (the reference) for the whole reduction then."""
@@ -120,9 +129,9 @@ def extreme(x, axes, largest):
     if kind == "cols":
         a = np.ascontiguousarray(a.T)
     out = np.empty(a.shape[0], a.dtype)
-    if extreme_rows(a, out, largest):
-        return None
-    return out
+    unsure = []
+    split(lambda lo, hi: unsure.append(extreme_rows(a[lo:hi], out[lo:hi], largest)), a.shape[0], a.shape[1])
+    return None if any(unsure) else out
 
 
 def fold_sq_dev(x, axes, mean):

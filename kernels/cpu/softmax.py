@@ -75,7 +75,7 @@ def _fold_rows(v, lo, hi, totals):
         totals[j] = acc
 
 
-@nb.njit(cache=True, error_model="numpy")
+@nb.njit(nogil=True, cache=True, error_model="numpy")
 def softmax_rows(x, out, f32):
     """out = softmax of each row of x (K >= 1)."""
     totals = np.empty(_BLOCK, np.float64)
@@ -96,7 +96,7 @@ def softmax_rows(x, out, f32):
                 row[k] = row[k] / total
 
 
-@nb.njit(cache=True, error_model="numpy")
+@nb.njit(nogil=True, cache=True, error_model="numpy")
 def log_softmax_rows(x, out, f32):
     """out = log_softmax of each row of x (K >= 1)."""
     totals = np.empty(_BLOCK, np.float64)
@@ -118,7 +118,7 @@ def log_softmax_rows(x, out, f32):
                 row[k] = row[k] - lse
 
 
-@nb.njit(cache=True, error_model="numpy")
+@nb.njit(nogil=True, cache=True, error_model="numpy")
 def softmax_grad_rows(y, g, out):
     """out = y * (g - sum(g * y)) per row."""
     totals = np.empty(_BLOCK, np.float64)
@@ -137,7 +137,7 @@ def softmax_grad_rows(y, g, out):
                 row[k] = y[m, k] * (g[m, k] - s)
 
 
-@nb.njit(cache=True, error_model="numpy")
+@nb.njit(nogil=True, cache=True, error_model="numpy")
 def log_softmax_grad_rows(y, g, out, f32):
     """out = g - exp(y) * sum(g) per row."""
     totals = np.empty(_BLOCK, np.float64)
@@ -157,14 +157,22 @@ KERNELS = {"softmax": softmax_rows, "log_softmax": log_softmax_rows, "softmax_gr
            "log_softmax_grad": log_softmax_grad_rows}
 
 
-def run(op, axis, arrays, dtype):
-    """The op along `axis` of same-shape `arrays`: the axis moved last, rows computed, moved back."""
+def _serial(fn, n, work_per_item=1):
+    fn(0, n)
+
+
+def run(op, axis, arrays, dtype, split=_serial):
+    """The op along `axis` of same-shape `arrays`: the axis moved last, rows computed (in pieces, by
+    `split(fn, rows, work_per_row)`, possibly on several threads), moved back."""
     rows = [np.ascontiguousarray(np.moveaxis(a, axis, -1), dtype=dtype) for a in arrays]
     moved = rows[0].shape
     out = np.empty(moved, dtype)
     k = moved[-1]
-    args = [r.reshape(-1, k) for r in rows] + [out.reshape(-1, k)]
-    if op != "softmax_grad":
-        args.append(np.dtype(dtype) == np.float32)
-    KERNELS[op](*args)
+    rows = [r.reshape(-1, k) for r in rows]
+    flat = out.reshape(-1, k)
+    extra = () if op == "softmax_grad" else (np.dtype(dtype) == np.float32,)
+
+    def part(lo, hi):
+        KERNELS[op](*(r[lo:hi] for r in rows), flat[lo:hi], *extra)
+    split(part, flat.shape[0], 8 * k)
     return out if axis == len(moved) - 1 else np.ascontiguousarray(np.moveaxis(out, -1, axis))

@@ -48,7 +48,7 @@ def erf_scalar(x):
     return math.copysign(1.0 - erfc, x)
 
 
-@nb.njit(cache=True)
+@nb.njit(nogil=True, cache=True)
 def erf_into(x, out):
     """out[i] = round(erf(float64(x[i]))) for flat arrays."""
     for i in range(x.shape[0]):
@@ -100,7 +100,7 @@ def erf_for_float32(x):
     return y if x == x else x
 
 
-@nb.njit(cache=True, error_model="numpy")
+@nb.njit(nogil=True, cache=True, error_model="numpy")
 def erf_into_float32(x, out):
     """out[i] = erf(x[i]) for flat float32 arrays, through erf_for_float32 (vectorizes; within one unit)."""
     for i in range(x.shape[0]):

@@ -1,7 +1,9 @@
 """The numba backend: compiled CPU kernels for the ops where NumPy is slow.
 
-The kernels are serial: parallel ones (numba prange) fought OpenBLAS's threads for the two cores and
-made a 2-thread training step six times slower (268 ms against 45 ms, bench/RESULTS.md).
+With more than one CPU thread (runtime/parallel.py), the kernels split their rows between threads
+and it also takes the large float matrix products, cut by rows (or batch) into one BLAS call per
+thread, since OpenBLAS is then held to one thread (numba's own prange fought OpenBLAS's spinning
+threads and made a 2-thread step six times slower, bench/RESULTS.md).
 
 It accepts float32/float64 sum/mean/var/std reductions (bit-identical to the reference: the same left
 folds), amax/amin (bit-identical: exact; a zero or NaN result defers to NumPy), erf (may differ from the reference in the last unit: libm's exp vs NumPy's in float64, the
@@ -22,6 +24,7 @@ from ...kernels.cpu import reduce as cpu_reduce
 from ...kernels.cpu import softmax as cpu_softmax
 from ...kernels.cpu import special as cpu_special
 from ...kernels.reference import KERNELS
+from .. import parallel
 from ..opset import LAYER_NORM_OPS, SOFTMAX_OPS
 from .base import Backend
 
@@ -36,6 +39,34 @@ def _count(shape, axes):
     return n
 
 
+def _splittable_matmul(node, operands):
+    """Float products worth splitting whose rows (a stacked activation under a rank-2 weight, or equal
+    batches) can be cut into independent pieces."""
+    a, b = operands
+    if node.dtype not in _FLOATS or a.dtype != node.dtype or b.dtype != node.dtype or node.size == 0:
+        return False
+    if len(a.shape) < 2 or len(b.shape) < 2 or a.shape[-1] * node.size < 4 * parallel.MIN_SPLIT:
+        return False
+    return len(b.shape) == 2 or tuple(a.shape[:-2]) == tuple(b.shape[:-2])
+
+
+def _split_matmul(node, a, b):
+    """np.matmul in pieces of rows (or of the batch), one BLAS call per thread (BLAS itself on one
+    thread: runtime/parallel.py). The same products as the reference, possibly rounded differently
+    where BLAS picks another kernel for a smaller piece (matmul is in the tolerance class)."""
+    out = np.empty(node.shape, node.dtype)
+    if len(b.shape) == 2:
+        rows, dest = a.reshape(-1, a.shape[-1]), out.reshape(-1, out.shape[-1])
+        parallel.split(lambda lo, hi: np.matmul(rows[lo:hi], b, out=dest[lo:hi]), rows.shape[0],
+                       a.shape[-1] * b.shape[-1])
+    else:
+        a3, b3 = a.reshape((-1,) + a.shape[-2:]), b.reshape((-1,) + b.shape[-2:])
+        dest = out.reshape((-1,) + out.shape[-2:])
+        parallel.split(lambda lo, hi: np.matmul(a3[lo:hi], b3[lo:hi], out=dest[lo:hi]), a3.shape[0],
+                       dest[0].size * a.shape[-1])
+    return out
+
+
 class NumbaBackend(Backend):
     """Host backend with numba kernels for a few hot ops."""
 
@@ -44,6 +75,8 @@ class NumbaBackend(Backend):
     OPS = frozenset({"sum", "mean", "var", "std", "erf", "amax", "amin"})
 
     def accepts(self, node, operands):
+        if node.op == "matmul":
+            return parallel.num_threads() > 1 and _splittable_matmul(node, operands)
         if node.op == "adamw":
             return node.dtype in _FLOATS and all(b.dtype in _FLOATS for b in operands)
         if node.op == "scatter_take":
@@ -51,7 +84,7 @@ class NumbaBackend(Backend):
             return (node.dtype in _FLOATS and g.dtype == node.dtype and index.dtype.kind == "i"
                     and g.nbytes // g.dtype.itemsize >= MIN_ELEMENTS)
         if node.op in LAYER_NORM_OPS:
-            return (node.dtype in _FLOATS and node.size >= MIN_ELEMENTS and _count(node.shape, node.attrs["axes"]) > 0
+            return (node.dtype in _FLOATS and node.size >= MIN_ELEMENTS and _count(node.shape, node.attrs["axes"])
                     and all(b.dtype == node.dtype and b.shape == node.shape for b in operands))
         if node.op in SOFTMAX_OPS:
             return (node.dtype in _FLOATS and node.size >= MIN_ELEMENTS
@@ -71,35 +104,37 @@ class NumbaBackend(Backend):
         return _count(x.shape, node.attrs["axes"]) > 0 and node.size > 0
 
     def launch(self, node, args):
+        if node.op == "matmul":
+            return _split_matmul(node, *args)
         if node.op == "adamw":
             return self._adamw(node, args)
         if node.op == "scatter_take":
             return self._scatter_take(node, *args)
         if node.op in LAYER_NORM_OPS:
-            return cpu_layer_norm.run(node.op, node.attrs["axes"], node.attrs["eps"], args, node.dtype)
+            return cpu_layer_norm.run(node.op, node.attrs["axes"], node.attrs["eps"], args, node.dtype,
+                                      parallel.split)
         if node.op in SOFTMAX_OPS:
-            return cpu_softmax.run(node.op, node.attrs["axis"], args, node.dtype)
+            return cpu_softmax.run(node.op, node.attrs["axis"], args, node.dtype, parallel.split)
         x = args[0]
         if node.op == "erf":
             out = np.empty(node.shape, node.dtype)
-            flat = np.ascontiguousarray(x).reshape(-1)
-            if x.dtype == np.float32 and node.dtype == np.float32:
-                cpu_special.erf_into_float32(flat, out.reshape(-1))
-            else:
-                cpu_special.erf_into(flat, out.reshape(-1))
+            flat, dest = np.ascontiguousarray(x).reshape(-1), out.reshape(-1)
+            erf = cpu_special.erf_into_float32 if x.dtype == np.float32 and node.dtype == np.float32 else \
+                cpu_special.erf_into
+            parallel.split(lambda lo, hi: erf(flat[lo:hi], dest[lo:hi]), flat.shape[0], 16)
             return out
         attrs = node.attrs
         axes = attrs["axes"]
         if node.op in ("amax", "amin"):
-            out = cpu_reduce.extreme(x, axes, node.op == "amax")
+            out = cpu_reduce.extreme(x, axes, node.op == "amax", parallel.split)
             if out is None:  # a zero or NaN came out: NumPy picks which one
                 return KERNELS[node.op](attrs, x)
             return out.astype(node.dtype, copy=False).reshape(node.shape)
         n = _count(x.shape, axes)
         if node.op == "sum":
-            wide = cpu_reduce.fold_sum(x, axes)
+            wide = cpu_reduce.fold_sum(x, axes, parallel.split)
         else:
-            mean = cpu_reduce.fold_sum(x, axes) / n
+            mean = cpu_reduce.fold_sum(x, axes, parallel.split) / n
             if node.op == "mean":
                 wide = mean
             else:
@@ -115,8 +150,8 @@ class NumbaBackend(Backend):
         lr, bias1, bias2 = float(lr), float(bias1), float(bias2)
         out = np.empty((3, p.size), node.dtype)
         flat = [np.ascontiguousarray(t).reshape(-1) for t in (p, g, m, v)]
-        cpu_optim.adamw_into(*flat, out, a["beta1"], a["beta2"], a["eps"], 1.0 - lr * a["weight_decay"],
-                             lr / bias1, float(np.sqrt(bias2)))
+        consts = (a["beta1"], a["beta2"], a["eps"], 1.0 - lr * a["weight_decay"], lr / bias1, float(np.sqrt(bias2)))
+        parallel.split(lambda lo, hi: cpu_optim.adamw_into(*flat, out, *consts, lo, hi), p.size, 8)
         return out.reshape(node.shape)
 
     def _scatter_take(self, node, g, index):
@@ -130,4 +165,4 @@ class NumbaBackend(Backend):
 
     def launch_fused(self, recipe, root, arrays, params):
         """Run a generated elementwise kernel (runtime/fusion.py) producing `root`'s value."""
-        return cpu_fused.run(recipe, root.shape, root.dtype, arrays, params)
+        return cpu_fused.run(recipe, root.shape, root.dtype, arrays, params, parallel.split)

@@ -1,0 +1,114 @@
+"""CPU threads for host kernels: one pool of worker threads splits a kernel's rows between the cores.
+
+OpenBLAS keeps its own threads spinning for a while after every product, so any other parallel work
+in that window fights them for the cores (a 2-thread step once took six times longer that way). So
+while the engine runs kernels with more than one thread, OpenBLAS is held to one thread (through
+threadpoolctl; restored when the run ends) and matrix products are split by rows like every other
+kernel. Without threadpoolctl the engine runs its kernels on one thread and leaves BLAS alone.
+
+The thread count: `lt.set_num_threads(n)`, else LAZYTENSOR_NUM_THREADS, else OMP_NUM_THREADS, else the
+cores this process may use.
+"""
+import contextlib
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+MIN_SPLIT = 65536  # elements of work per thread below which a kernel is not split (~0.05 ms)
+
+_state = {"threads": None, "pool": None, "pool_size": 0, "controller": None, "depth": 0}
+_lock = threading.Lock()
+
+
+def _default_threads():
+    for name in ("LAZYTENSOR_NUM_THREADS", "OMP_NUM_THREADS"):
+        value = os.environ.get(name, "").strip()
+        if value:
+            try:
+                return max(1, int(value))
+            except ValueError:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}") from None
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+def _controller():
+    """threadpoolctl's controller (found once), or False when threadpoolctl is not installed."""
+    if _state["controller"] is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+            _state["controller"] = ThreadpoolController()
+        except ImportError:
+            _state["controller"] = False
+    return _state["controller"]
+
+
+def set_num_threads(n):
+    """Use `n` threads for host kernels (1: everything on the calling thread, BLAS left alone)."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"set_num_threads: expected a positive integer, got {n!r}")
+    _state["threads"] = n
+
+
+def num_threads():
+    """The threads host kernels may use: 1 when threadpoolctl is missing (see the module docstring)."""
+    if _state["threads"] is None:
+        _state["threads"] = _default_threads()
+    n = _state["threads"]
+    return n if n > 1 and _controller() else 1
+
+
+@contextlib.contextmanager
+def kernels_session():
+    """Around a run of kernels: with several threads, OpenBLAS on one thread (see above)."""
+    if _state["depth"] or num_threads() == 1:
+        yield
+        return
+    _state["depth"] += 1
+    try:
+        with _controller().limit(limits=1, user_api="blas"):
+            yield
+    finally:
+        _state["depth"] -= 1
+
+
+def _pool(workers):
+    with _lock:
+        if _state["pool_size"] != workers:
+            if _state["pool"] is not None:
+                _state["pool"].shutdown(wait=False)
+            _state["pool"] = ThreadPoolExecutor(workers, thread_name_prefix="lazytensor")
+            _state["pool_size"] = workers
+        return _state["pool"]
+
+
+def ranges(n, work_per_item=1):
+    """[lo, hi) pieces of range(n), one per thread that gets at least MIN_SPLIT elements of work."""
+    parts = min(_state["threads"] or 1, n, max(1, (n * work_per_item) // MIN_SPLIT))
+    if parts <= 1 or not _state["depth"]:
+        return [(0, n)]
+    step, extra = divmod(n, parts)
+    out, lo = [], 0
+    for k in range(parts):
+        hi = lo + step + (1 if k < extra else 0)
+        out.append((lo, hi))
+        lo = hi
+    return out
+
+
+def split(fn, n, work_per_item=1):
+    """fn(lo, hi) over pieces of range(n): the first on this thread, the rest on the pool. `fn` must
+    release the GIL (numba nogil kernels, NumPy's BLAS calls) for the pieces to overlap."""
+    pieces = ranges(n, work_per_item)
+    if len(pieces) == 1:
+        fn(0, n)
+        return
+    pool = _pool(len(pieces) - 1)
+    futures = [pool.submit(fn, lo, hi) for lo, hi in pieces[1:]]
+    try:
+        fn(*pieces[0])
+    finally:
+        for f in futures:
+            f.result()

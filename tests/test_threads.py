@@ -1,0 +1,86 @@
+"""CPU threads: kernels split between threads give the bytes they give on one thread; BLAS is held to
+one thread only while the engine runs kernels."""
+import numpy as np
+import pytest
+
+import lazytensor as lt
+from lazytensor import nn
+from lazytensor.runtime import parallel
+
+threadpoolctl = pytest.importorskip("threadpoolctl")
+
+
+@pytest.fixture
+def threads():
+    before = parallel._state["threads"]
+    yield lt.set_num_threads
+    parallel._state["threads"] = before
+
+
+def _program(x, w, g):
+    """Softmax, layer norm and their gradients, a fused chain, folds, amax, erf and an AdamW step."""
+    x = lt.tensor(x, requires_grad=True)
+    w = nn.Parameter(lt.tensor(w))
+    y = nn.functional.layer_norm(x, x.shape[-1]) * w
+    z = (y.softmax(-1) * 3.0 + y.erf()).log_softmax(0)
+    z.backward(lt.tensor(g))
+    opt = lt.optim.AdamW([w], lr=1e-2)
+    opt.step()
+    return [z, x.grad, w, y.sum((0, 1)), y.sum(-1), y.amax(-1), y.mean(0)]
+
+
+def test_split_kernels_give_the_one_thread_bytes(threads, rng):
+    x = rng.standard_normal((64, 48, 96)).astype(np.float32)
+    w = rng.standard_normal(96).astype(np.float32)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    results = {}
+    for n in (1, 2, 3):
+        threads(n)
+        outs = _program(x, w, g)
+        with lt.profile() as p:
+            lt.realize(*outs)
+        results[n] = [t.numpy().copy() for t in outs]
+        assert any(k.backend == "numba" for k in p.kernels)
+    for n in (2, 3):
+        for a, b in zip(results[1], results[n]):
+            assert a.tobytes() == b.tobytes()
+
+
+def test_split_matmul_is_within_the_matmul_tolerance(threads, rng):
+    a = rng.standard_normal((8, 300, 64)).astype(np.float32)
+    b = rng.standard_normal((64, 200)).astype(np.float32)
+    c = rng.standard_normal((8, 64, 100)).astype(np.float32)
+    threads(2)
+    with lt.profile() as p:
+        got = [(lt.tensor(a) @ lt.tensor(b)).numpy(), (lt.tensor(a) @ lt.tensor(c)).numpy()]
+    assert [k.backend for k in p.kernels if k.op == "matmul"] == ["numba", "numba"]
+    for out, want in zip(got, (a.astype(np.float64) @ b, a.astype(np.float64) @ c)):
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-4)
+
+
+def test_blas_is_held_to_one_thread_only_while_kernels_run(threads, rng):
+    threads(2)
+    blas = [i for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+    before = [i["num_threads"] for i in blas]
+    seen = []
+    a = lt.tensor(rng.standard_normal((256, 256)).astype(np.float32))
+    y = (a @ a).exp()
+    original = parallel.split
+
+    def spy(fn, n, work=1):
+        seen.append([i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"])
+        return original(fn, n, work)
+    parallel.split = spy
+    try:
+        y.numpy()
+    finally:
+        parallel.split = original
+    assert parallel._state["depth"] == 0
+    assert seen and all(all(n == 1 for n in s) for s in seen)
+    assert [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"] == before
+
+
+def test_set_num_threads_rejects_what_is_not_a_positive_integer():
+    for bad in (0, -2, 1.5, "2", True):
+        with pytest.raises(ValueError, match="positive integer"):
+            lt.set_num_threads(bad)
