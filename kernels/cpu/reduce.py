@@ -42,15 +42,16 @@ def sum_rows(x, out):
 @nb.njit(nogil=True, cache=True)
 def sum_cols(x, out, lo, hi):
     """out[m] = fold(+) of x[:, m] for x of shape (K, M), K >= 1, lo <= m < hi: row k is added to every
-    running column value before row k + 1 (a loop over one row slice, which LLVM vectorizes)."""
-    K = x.shape[0]
-    first = x[0]
-    for m in range(lo, hi):
-        out[m] = np.float64(first[m])
-    for k in range(1, K):
-        row = x[k]
-        for m in range(lo, hi):
-            out[m] += np.float64(row[m])
+    running column value before row k + 1 (a loop over one row slice, which LLVM vectorizes; indexing
+    out[m] with m from lo does not vectorize, slices do)."""
+    o = out[lo:hi]
+    first = x[0, lo:hi]
+    for m in range(hi - lo):
+        o[m] = np.float64(first[m])
+    for k in range(1, x.shape[0]):
+        row = x[k, lo:hi]
+        for m in range(hi - lo):
+            o[m] += np.float64(row[m])
 
 
 @nb.njit(nogil=True, cache=True)
@@ -117,7 +118,7 @@ def fold_sum(x, axes, split=_serial):
         split(lambda lo, hi: sum_rows(a[lo:hi], out[lo:hi]), a.shape[0], a.shape[1])
     else:
         out = np.empty(a.shape[1], np.float64)
-        split(lambda lo, hi: sum_cols(a, out, lo, hi), a.shape[1], a.shape[0])
+        split(lambda lo, hi: sum_cols(a, out, lo, hi), a.shape[1], a.shape[0] // 4)  # vectorized: cheap per element
     return out
 
 
