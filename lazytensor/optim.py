@@ -6,6 +6,7 @@ import math
 import numpy as np
 
 from . import autograd, dtypes
+from .runtime.hostio import data_node
 from .creation import tensor, zeros_like
 from .evaluation import realize
 from .tensor import Tensor
@@ -120,10 +121,16 @@ class AdamW(Optimizer):
 
     @autograd.no_grad()
     def step(self):
+        updates, scalars = [], {}
+
+        def scalar(value):  # one 0-d leaf per distinct value in a step, not one per parameter
+            if value not in scalars:
+                scalars[value] = _host_scalar(value)
+            return scalars[value]
         for group in self.param_groups:
             b1, b2 = group["betas"]
             attrs = {"beta1": b1, "beta2": b2, "eps": group["eps"], "weight_decay": group["weight_decay"]}
-            lr = _host_scalar(group["lr"])
+            lr = scalar(group["lr"])
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -131,12 +138,26 @@ class AdamW(Optimizer):
                 if st is None:
                     st = self.state[id(p)] = {"step": 0, "exp_avg": zeros_like(p), "exp_avg_sq": zeros_like(p)}
                 st["step"] += 1
-                bias1, bias2 = _host_scalar(1 - b1 ** st["step"]), _host_scalar(1 - b2 ** st["step"])
+                bias1, bias2 = scalar(1 - b1 ** st["step"]), scalar(1 - b2 ** st["step"])
                 inputs = (p, p.grad, st["exp_avg"], st["exp_avg_sq"], lr, bias1, bias2)
-                packed = Tensor._from_op("adamw", inputs, attrs, (3,) + p.shape, p.dtype)
+                updates.append((p, st, Tensor._from_op("adamw", inputs, attrs, (3,) + p.shape, p.dtype)))
+        # One scheduler run for the whole step (forward, backward, updates); then (p, m, v) are views
+        # of each update's result: on the host three free views, else three slices realized together.
+        realize(*(packed for _, _, packed in updates))
+        pending = []
+        for p, st, packed in updates:
+            buf = packed._node.buffer
+            host = buf.host if buf.on_host and not buf.on_device else None  # a device copy stays in use
+            if host is not None:
+                p._node = data_node(host[0], exclusive=False)
+                st["exp_avg"] = Tensor(data_node(host[1], exclusive=False))
+                st["exp_avg_sq"] = Tensor(data_node(host[2], exclusive=False))
+            else:
                 p._node = packed[0]._node
                 st["exp_avg"], st["exp_avg_sq"] = packed[1], packed[2]
-        self._realize()
+                pending += [p, st["exp_avg"], st["exp_avg_sq"]]
+        if pending:
+            realize(*pending)
 
 
 class CosineWarmupLR:

@@ -206,3 +206,19 @@ def test_gpt_with_an_untied_head_has_its_own_output_matrix():
     assert untied.lm_head.weight.grad is not None and untied.wte.weight.grad is not None
     with pytest.raises(ValueError, match="exceeds block_size 8"):
         untied(lt.zeros(1, 9, dtype=lt.int64))
+
+
+def test_adamw_step_on_the_cpu_runs_one_kernel_per_parameter_and_no_slices():
+    lt.set_device("cpu")
+    params = [lt.nn.Parameter(lt.tensor(np.ones((64, 32), np.float32))), lt.nn.Parameter(lt.tensor(np.ones(32, np.float32)))]
+    opt = lt.optim.AdamW(params, lr=0.1)
+    for p in params:
+        p.grad = lt.tensor(np.full(p.shape, 0.5, np.float32))
+    opt.step()  # the first step also creates the zero moments
+    first = [p.numpy().copy() for p in params]
+    with lt.profile() as prof:
+        opt.step()
+    assert sorted(k.op for k in prof.kernels) == ["adamw", "adamw"]
+    for p, before in zip(params, first):
+        np.testing.assert_allclose(before, 1 - 0.1 - 0.1 * 0.01, rtol=1e-6)  # a first step moves by lr
+        assert p.is_realized and (p.numpy() < before).all()
