@@ -133,6 +133,19 @@ def test_layer_norm_and_its_gradient_run_as_one_kernel_each_with_the_reference_b
     assert x.grad.numpy().tobytes() == KERNELS["layer_norm_grad"](attrs, x0, g0).tobytes()
 
 
+def test_clip_grad_norm_total_is_one_device_kernel_with_the_cpu_bytes(cuda_device, rng):
+    grads = [rng.standard_normal(s).astype(np.float32) for s in ((300, 40), (40,), (9, 9))]
+    program = lambda *gs: [lt.nn.utils.clip_grad_norm_([_with_grad(g) for g in gs], 0.5)]
+    cpu, dev = _on(cuda_device, program, *grads)
+    _same_bytes(cpu, dev)
+
+
+def _with_grad(g):
+    p = lt.nn.Parameter(lt.zeros(g.shape))
+    p.grad = g
+    return p
+
+
 @pytest.mark.parametrize("dtype,rtol", [(np.float32, 1e-5), (np.float64, 1e-13)])
 def test_matmul_is_within_the_documented_tolerance(cuda_device, rng, dtype, rtol):
     cuda_device()

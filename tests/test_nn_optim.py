@@ -222,3 +222,21 @@ def test_adamw_step_on_the_cpu_runs_one_kernel_per_parameter_and_no_slices():
     for p, before in zip(params, first):
         np.testing.assert_allclose(before, 1 - 0.1 - 0.1 * 0.01, rtol=1e-6)  # a first step moves by lr
         assert p.is_realized and (p.numpy() < before).all()
+
+
+def test_clip_grad_norm_totals_the_squares_in_one_kernel_with_the_composites_value():
+    rng = np.random.default_rng(2)
+    params = [lt.nn.Parameter(lt.tensor(rng.standard_normal(s).astype(np.float32))) for s in ((40, 30), (30,), (7, 3))]
+    grads = [rng.standard_normal(p.shape).astype(np.float32) for p in params]
+    for p, g in zip(params, grads):
+        p.grad = lt.tensor(g)
+    with lt.profile() as prof:
+        norm = lt.nn.utils.clip_grad_norm_(params, 0.5).numpy()
+    assert [k.op for k in prof.kernels].count("sum_of_squares") == 1
+    composite = lt.tensor(grads[0] * grads[0]).sum()
+    for g in grads[1:]:
+        composite = composite + lt.tensor(g * g).sum()
+    assert norm.tobytes() == composite.sqrt().numpy().tobytes()
+    scale = min(1.0, 0.5 / (float(norm) + 1e-6))
+    for p, g in zip(params, grads):
+        np.testing.assert_allclose(p.grad.numpy(), g * np.float32(scale), rtol=1e-6)

@@ -250,3 +250,15 @@ def test_layer_norm_and_its_gradient_are_bit_identical_to_the_reference(shape, d
         got = BACKEND.launch(Node(op, (), attrs, x.shape, x.dtype), args)
         assert got.dtype == want.dtype and got.shape == want.shape
         assert got.tobytes() == want.tobytes()
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 30), min_size=0, max_size=3), min_size=1, max_size=5),
+       st.sampled_from([np.float32, np.float64]))
+def test_sum_of_squares_is_bit_identical_to_the_reference(shapes, dtype):
+    rng = np.random.default_rng(len(shapes))
+    grads = [(rng.standard_normal(s) * 10.0 ** rng.integers(-4, 4)).astype(dtype) for s in shapes]
+    attrs = {"dtype": np.dtype(dtype)}
+    want = KERNELS["sum_of_squares"](attrs, *grads)
+    got = BACKEND.launch(Node("sum_of_squares", (), attrs, (), np.dtype(dtype)), grads)
+    assert got.dtype == want.dtype and got.shape == () and got.tobytes() == want.tobytes()

@@ -80,6 +80,16 @@ def extreme_rows(x, out, largest):
 
 
 @nb.njit(nogil=True, cache=True)
+def sum_squares(x, cell):
+    """float64 left fold of x[i] * x[i] (each square in x's dtype) over flat x, rounded to cell's dtype."""
+    acc = np.float64(x[0] * x[0])
+    for i in range(1, x.shape[0]):
+        acc += np.float64(x[i] * x[i])
+    cell[0] = acc
+    return cell[0]
+
+
+@nb.njit(nogil=True, cache=True)
 def sq_dev_rows(x, mean, out):
     """out[m] = fold(+) of (x[m, k] - mean[m])^2 over k, in float64."""
     M, K = x.shape
@@ -133,6 +143,17 @@ def extreme(x, axes, largest, split=_serial):
     unsure = []
     split(lambda lo, hi: unsure.append(extreme_rows(a[lo:hi], out[lo:hi], largest)), a.shape[0], a.shape[1])
     return None if any(unsure) else out
+
+
+def sum_of_squares(grads, dtype):
+    """kernels/reference/optim.py's sum_of_squares: per-array folds, partial totals added in `dtype`."""
+    cell = np.empty(1, dtype)
+    total = None
+    for g in grads:
+        flat = np.ascontiguousarray(g, dtype=dtype).reshape(-1)
+        s = sum_squares(flat, cell) if flat.shape[0] else dtype.type(0)
+        total = s if total is None else dtype.type(total + s)
+    return np.asarray(total, dtype)
 
 
 def fold_sq_dev(x, axes, mean):

@@ -79,6 +79,7 @@ def specs(has_double=True):
         out += [gsoftmax.along_axis(op, _SHAPE, axis, dt) for op in sorted(gsoftmax.OPS)
                 for axis, dt in ((2, "float32"), (1, "float64"))]
         out += [glayer_norm.rows(op, 6, 20, dt, 1e-5) for op in sorted(glayer_norm.OPS) for dt in _FLOATS]
+        out += [gopt.sum_of_squares((12, 1, 30), dt) for dt in _FLOATS]
     return out
 
 

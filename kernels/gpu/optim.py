@@ -1,4 +1,6 @@
-"""The fused AdamW update, in the reference's float64 operation order (kernels/reference/optim.py)."""
+"""The fused AdamW update, in the reference's float64 operation order (kernels/reference/optim.py), and
+clip_grad_norm_'s sum of squares."""
+from .elementwise import expression
 from .spec import KernelSpec, cached, ctype
 
 
@@ -19,3 +21,21 @@ def adamw(n, dtype, beta1, beta2, eps, weight_decay):
     buffers = [("y", dtype, True), ("p", dtype, False), ("g", dtype, False), ("m", dtype, False),
                ("v", dtype, False)]
     return KernelSpec("adamw", buffers, (("lr", "f"), ("bias1", "f"), ("bias2", "f")), n, "\n".join(body))
+
+
+@cached
+def sum_of_squares(sizes, dtype):
+    """One work item folding each input's squares (float64 left fold, rounded) and adding the partial
+    totals in the dtype, as the reference does; serial, like the device's full-tensor sums."""
+    c = ctype(dtype)
+    square = expression("mul", [dtype, dtype], dtype, ["x[k]", "x[k]"])
+    body = [f"  {c} total = 0;"]
+    for i, n in enumerate(sizes):
+        body += ["  {", f"    const {c}* __restrict__ x = x{i};", "    double acc = 0;",
+                 f"    for (i64 k = 0; k < {n}LL; ++k) acc = k == 0 ? (double){square} : acc + (double){square};",
+                 f"    const {c} s = ({c})acc;",
+                 "    total = s;" if i == 0 else f"    total = {expression('add', [dtype, dtype], dtype, ['total', 's'])};",
+                 "  }"]
+    body.append("  y[0] = total;")
+    buffers = [("y", dtype, True)] + [(f"x{i}", dtype, False) for i in range(len(sizes))]
+    return KernelSpec("sum_of_squares", buffers, (), 1, "\n".join(body))

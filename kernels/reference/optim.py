@@ -16,4 +16,19 @@ def adamw(attrs, p, g, m, v, lr, bias1, bias2):
     return np.stack([p64, m64, v64]).astype(p.dtype)
 
 
-OPTIM_KERNELS = {"adamw": adamw}
+def sum_of_squares(attrs, *grads):
+    """sum(g0 * g0) + sum(g1 * g1) + ... as the composite of those ops computes it: each square rounded
+    to the dtype, each sum the float64 left fold rounded once, the partial totals added left to right
+    in the dtype. One node for clip_grad_norm_'s total instead of three per gradient."""
+    from .elementwise import ELEMENTWISE_KERNELS as ew
+    from .reduce import REDUCE_KERNELS as red
+    dtype = np.dtype(attrs["dtype"])
+    total = None
+    for g in grads:
+        square = ew["mul"]({"dtype": dtype}, g, g)
+        s = red["sum"]({"axes": tuple(range(g.ndim)), "keepdims": False, "dtype": dtype}, square)
+        total = s if total is None else ew["add"]({"dtype": dtype}, total, s)
+    return np.asarray(total, dtype)
+
+
+OPTIM_KERNELS = {"adamw": adamw, "sum_of_squares": sum_of_squares}

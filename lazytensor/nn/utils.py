@@ -11,10 +11,14 @@ def clip_grad_norm_(parameters, max_norm, eps=1e-6):
     if not grads:
         raise ValueError("clip_grad_norm_: no parameter has a gradient; call backward() first")
     with autograd.no_grad():
-        total = None
-        for g in grads:
-            sq = (g * g).sum()
-            total = sq if total is None else total + sq
+        if all(g.dtype == grads[0].dtype and g.dtype.is_floating_point for g in grads):
+            # one node for the whole total (kernels/reference/optim.py), not three per gradient
+            total = Tensor._from_op("sum_of_squares", grads, {"dtype": grads[0].dtype.np}, (), grads[0].dtype)
+        else:
+            total = None
+            for g in grads:
+                sq = (g * g).sum()
+                total = sq if total is None else total + sq
         norm = total.sqrt()
         coef = (max_norm / (norm + eps)).clip(max=1.0)
         for p in parameters:

@@ -331,4 +331,9 @@ def _lower(node, operands, has_double, tiled_matmul, device_checks):
         return _softmax(node, operands, has_double)
     if op in glayer_norm.OPS:
         return _layer_norm(node, operands, has_double)
+    if op == "sum_of_squares":
+        if not has_double or node.dtype.kind != "f" or any(b.dtype != node.dtype for b in operands):
+            return None
+        sizes = tuple(int(np.prod(b.shape, dtype=np.int64)) for b in operands)
+        return [Launch(gopt.sum_of_squares(sizes, _dt(node.dtype)), [OUT] + list(range(len(operands))))]
     return None

@@ -11,7 +11,7 @@ vectorizing erf_for_float32 for float32), softmax/log_softmax and their gradient
 kernel each, within a few units of the reference: exp and log; the gradient of softmax is
 bit-identical), layer_norm and its gradient (bit-identical) and the scatter-add
 of index_select/embedding gradients (bit-identical: index order, float64) from `MIN_ELEMENTS` up, the
-AdamW update at any size (bit-identical), and fused elementwise groups (runtime/fusion.py); everything
+AdamW update and clip_grad_norm_'s sum of squares at any size (bit-identical), and fused elementwise groups (runtime/fusion.py); everything
 else goes on down the chain to the NumPy backend.
 """
 import numpy as np
@@ -79,6 +79,8 @@ class NumbaBackend(Backend):
             return parallel.num_threads() > 1 and _splittable_matmul(node, operands)
         if node.op == "adamw":
             return node.dtype in _FLOATS and all(b.dtype in _FLOATS for b in operands)
+        if node.op == "sum_of_squares":
+            return node.dtype in _FLOATS and all(b.dtype == node.dtype for b in operands)
         if node.op == "scatter_take":
             g, index = operands
             return (node.dtype in _FLOATS and g.dtype == node.dtype and index.dtype.kind == "i"
@@ -108,6 +110,8 @@ class NumbaBackend(Backend):
             return _split_matmul(node, *args)
         if node.op == "adamw":
             return self._adamw(node, args)
+        if node.op == "sum_of_squares":
+            return cpu_reduce.sum_of_squares(args, node.dtype)
         if node.op == "scatter_take":
             return self._scatter_take(node, *args)
         if node.op in LAYER_NORM_OPS:
