@@ -61,9 +61,12 @@ def num_threads():
 
 
 @contextlib.contextmanager
-def kernels_session():
-    """Around a run of kernels: with several threads, OpenBLAS on one thread (see above)."""
-    if _state["depth"] or num_threads() == 1:
+def kernels_session(mean_size):
+    """Around a run of kernels whose results have `mean_size` elements on average: with several threads
+    and kernels big enough to split (MIN_SPLIT), OpenBLAS on one thread and our splits on (see above).
+    Smaller kernels would spend more on hand-offs than they gain, and OpenBLAS's own threads sync
+    faster for small products (measured: bench/RESULTS.md), so a run of them is left to OpenBLAS."""
+    if _state["depth"] or num_threads() == 1 or mean_size < MIN_SPLIT:
         yield
         return
     _state["depth"] += 1
@@ -72,6 +75,11 @@ def kernels_session():
             yield
     finally:
         _state["depth"] -= 1
+
+
+def splitting():
+    """Whether kernels are being split now (inside a run of big kernels with several threads)."""
+    return _state["depth"] > 0
 
 
 def _pool(workers):

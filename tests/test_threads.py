@@ -11,7 +11,9 @@ threadpoolctl = pytest.importorskip("threadpoolctl")
 
 
 @pytest.fixture
-def threads():
+def threads(monkeypatch):
+    """lt.set_num_threads, restored afterwards; kernels split from 1,024 elements of work (not ~262k)."""
+    monkeypatch.setattr(parallel, "MIN_SPLIT", 1024)
     before = parallel._state["threads"]
     yield lt.set_num_threads
     parallel._state["threads"] = before
@@ -34,13 +36,18 @@ def test_split_kernels_give_the_one_thread_bytes(threads, rng):
     w = rng.standard_normal(96).astype(np.float32)
     g = rng.standard_normal(x.shape).astype(np.float32)
     results = {}
+    split = parallel.split
     for n in (1, 2, 3):
         threads(n)
         outs = _program(x, w, g)
-        with lt.profile() as p:
+        pieces = []
+        parallel.split = lambda fn, size, work=1: pieces.append(len(parallel.ranges(size, work))) or split(fn, size, work)
+        try:
             lt.realize(*outs)
+        finally:
+            parallel.split = split
         results[n] = [t.numpy().copy() for t in outs]
-        assert any(k.backend == "numba" for k in p.kernels)
+        assert pieces and max(pieces) == n
     for n in (2, 3):
         for a, b in zip(results[1], results[n]):
             assert a.tobytes() == b.tobytes()
@@ -83,6 +90,19 @@ def test_blas_is_held_to_one_thread_only_while_kernels_run(threads, rng):
     assert parallel._state["depth"] == 0
     assert before and seen and all(s == [1] * len(before) for s in seen)
     assert _numpy_blas_threads() == before
+
+
+def test_runs_of_small_kernels_are_not_split_and_leave_blas_alone(threads, monkeypatch, rng):
+    threads(2)
+    monkeypatch.setattr(parallel, "MIN_SPLIT", 1 << 20)
+    seen = []
+    split = parallel.split
+    monkeypatch.setattr(parallel, "split", lambda fn, n, work=1: seen.append(_numpy_blas_threads()) or split(fn, n, work))
+    a = lt.tensor(rng.standard_normal((256, 256)).astype(np.float32))
+    with lt.profile() as p:
+        ((a @ a).softmax(-1)).numpy()
+    assert [k.backend for k in p.kernels] == ["numpy", "numba"]  # the product left to NumPy's BLAS
+    assert seen and all(s == _numpy_blas_threads() for s in seen)
 
 
 def test_set_num_threads_rejects_what_is_not_a_positive_integer():

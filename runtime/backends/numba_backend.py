@@ -76,7 +76,7 @@ class NumbaBackend(Backend):
 
     def accepts(self, node, operands):
         if node.op == "matmul":
-            return parallel.num_threads() > 1 and _splittable_matmul(node, operands)
+            return parallel.splitting() and _splittable_matmul(node, operands)
         if node.op == "adamw":
             return node.dtype in _FLOATS and all(b.dtype in _FLOATS for b in operands)
         if node.op == "sum_of_squares":
