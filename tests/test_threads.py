@@ -1,5 +1,5 @@
-"""CPU threads: kernels split between threads give the bytes they give on one thread; BLAS is held to
-one thread only while the engine runs kernels."""
+"""CPU threads and host memory: kernels split between threads give the bytes they give on one thread;
+BLAS is held to one thread only while the engine splits kernels; malloc is tuned at import."""
 import numpy as np
 import pytest
 
@@ -109,3 +109,16 @@ def test_set_num_threads_rejects_what_is_not_a_positive_integer():
     for bad in (0, -2, 1.5, "2", True):
         with pytest.raises(ValueError, match="positive integer"):
             lt.set_num_threads(bad)
+
+
+@pytest.mark.parametrize("setting,applied", [("", True), ("default", False)])
+def test_malloc_is_tuned_at_import_unless_told_to_leave_it(setting, applied):
+    import os
+    import subprocess
+    import sys
+    if not sys.platform.startswith("linux"):
+        pytest.skip("mallopt is glibc's")
+    env = dict(os.environ, LAZYTENSOR_MALLOC=setting)
+    out = subprocess.run([sys.executable, "-c", "import lazytensor.runtime.host_malloc as m, lazytensor; "
+                          "print(m._applied['value'])"], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == str(applied)
