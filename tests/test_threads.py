@@ -12,7 +12,9 @@ threadpoolctl = pytest.importorskip("threadpoolctl")
 
 @pytest.fixture
 def threads(monkeypatch):
-    """lt.set_num_threads, restored afterwards; kernels split from 1,024 elements of work (not ~262k)."""
+    """lt.set_num_threads, restored afterwards; kernels split from 1,024 elements of work (not ~262k);
+    the CPU backends (threads are theirs)."""
+    lt.set_device("cpu")
     monkeypatch.setattr(parallel, "MIN_SPLIT", 1024)
     before = parallel._state["threads"]
     yield lt.set_num_threads
