@@ -12,11 +12,10 @@ cores this process may use.
 import contextlib
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 MIN_SPLIT = 262144  # elements of work per thread below which a kernel is not split (~0.2 ms; a hand-off costs ~0.05)
 
-_state = {"threads": None, "pool": None, "pool_size": 0, "controller": None, "depth": 0}
+_state = {"threads": None, "pool": None, "controller": None, "depth": 0}
 _lock = threading.Lock()
 
 
@@ -82,14 +81,47 @@ def splitting():
     return _state["depth"] > 0
 
 
-def _pool(workers):
+class _Worker:
+    """One persistent thread running one piece at a time. Two locks used as signals, not a queue and
+    futures: a hand-off costs ~15 us instead of ~70 us with concurrent.futures (measured here)."""
+
+    def __init__(self):
+        self._go, self._done = threading.Lock(), threading.Lock()
+        self._go.acquire()
+        self._done.acquire()
+        self._task, self._error = None, None
+        threading.Thread(target=self._loop, name="lazytensor-kernels", daemon=True).start()
+
+    def _loop(self):
+        while True:
+            self._go.acquire()
+            fn, lo, hi = self._task
+            try:
+                fn(lo, hi)
+            except BaseException as e:  # handed to the caller by wait()
+                self._error = e
+            self._task = None
+            self._done.release()
+
+    def start(self, fn, lo, hi):
+        self._task = (fn, lo, hi)
+        self._go.release()
+
+    def wait(self):
+        """Block until the piece ran; re-raise what it raised."""
+        self._done.acquire()
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+
+def _workers(n):
     with _lock:
-        if _state["pool_size"] != workers:
-            if _state["pool"] is not None:
-                _state["pool"].shutdown(wait=False)
-            _state["pool"] = ThreadPoolExecutor(workers, thread_name_prefix="lazytensor")
-            _state["pool_size"] = workers
-        return _state["pool"]
+        pool = _state["pool"] or []
+        while len(pool) < n:
+            pool.append(_Worker())
+        _state["pool"] = pool
+        return pool[:n]
 
 
 def ranges(n, work_per_item=1):
@@ -107,16 +139,23 @@ def ranges(n, work_per_item=1):
 
 
 def split(fn, n, work_per_item=1):
-    """fn(lo, hi) over pieces of range(n): the first on this thread, the rest on the pool. `fn` must
-    release the GIL (numba nogil kernels, NumPy's BLAS calls) for the pieces to overlap."""
+    """fn(lo, hi) over pieces of range(n): the first on this thread, the rest on worker threads. `fn`
+    must release the GIL (numba nogil kernels, NumPy's BLAS calls) for the pieces to overlap."""
     pieces = ranges(n, work_per_item)
     if len(pieces) == 1:
         fn(0, n)
         return
-    pool = _pool(len(pieces) - 1)
-    futures = [pool.submit(fn, lo, hi) for lo, hi in pieces[1:]]
+    workers = _workers(len(pieces) - 1)
+    for w, (lo, hi) in zip(workers, pieces[1:]):
+        w.start(fn, lo, hi)
     try:
         fn(*pieces[0])
     finally:
-        for f in futures:
-            f.result()
+        errors = []
+        for w in workers:
+            try:
+                w.wait()
+            except BaseException as e:
+                errors.append(e)
+    if errors:
+        raise errors[0]
