@@ -83,7 +83,11 @@ def run(cfg, out=sys.stdout):
     if cfg.budget is not None:
         set_memory_budget(cfg.budget)
     manual_seed(cfg.seed)
-    text = open(cfg.text, encoding="utf-8").read() if cfg.text else default_corpus()
+    if cfg.text:
+        with open(cfg.text, encoding="utf-8") as f:
+            text = f.read()
+    else:
+        text = default_corpus()
     data = CharDataset(text)
     batch_size, block = CONFIGS[cfg.config]["batch_size"], CONFIGS[cfg.config]["block_size"]
     device = get_device()
