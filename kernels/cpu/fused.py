@@ -19,6 +19,8 @@ import threading
 
 import numpy as np
 
+from .common import serial
+
 _EXPR = {
     "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
     "neg": "(-{0})", "abs": "abs({0})", "square": "({0} * {0})", "sqrt": "math.sqrt({0})",
@@ -138,11 +140,7 @@ def compiled(recipe, broadcast=None):
         return fn
 
 
-def _serial(fn, n, work_per_item=1):
-    fn(0, n)
-
-
-def run(recipe, out_shape, out_dtype, arrays, params, split=_serial):
+def run(recipe, out_shape, out_dtype, arrays, params, split=serial):
     """Evaluate `recipe` over `arrays` (broadcastable to `out_shape`) and scalar `params`. `split(fn, n,
     work_per_item)` calls fn(lo, hi) over pieces of range(n), possibly on several threads: here the
     pieces are blocks of the first dim."""

@@ -10,12 +10,7 @@ import math
 import numba as nb
 import numpy as np
 
-
-@nb.njit(cache=True, inline="always")
-def _rounded(value, cell):
-    """`value` rounded to the dtype of `cell`, a one-element scratch array of that dtype."""
-    cell[0] = value
-    return cell[0]
+from .common import rounded, serial
 
 
 @nb.njit(cache=True, inline="always")
@@ -23,7 +18,7 @@ def _mean(v, cell):
     acc = np.float64(v[0])
     for k in range(1, v.shape[0]):
         acc += np.float64(v[k])
-    return _rounded(acc / v.shape[0], cell)
+    return rounded(acc / v.shape[0], cell)
 
 
 @nb.njit(cache=True, inline="always")
@@ -38,7 +33,7 @@ def _centered_and_scale(xr, c, eps, cell):
     for k in range(xr.shape[0]):
         c[k] = xr[k] - mu
     v = var + eps
-    return _rounded(1.0 / math.sqrt(np.float64(v)), cell)
+    return rounded(1.0 / math.sqrt(np.float64(v)), cell)
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy")
@@ -71,11 +66,7 @@ def layer_norm_grad_rows(x, g, out, eps_cell):
             row[k] = ((gr[k] - a) - xhat[k] * b) * r
 
 
-def _serial(fn, n, work_per_item=1):
-    fn(0, n)
-
-
-def run(op, axes, eps, arrays, dtype, split=_serial):
+def run(op, axes, eps, arrays, dtype, split=serial):
     """The op over trailing `axes` of same-shape `arrays`, rows in pieces by `split(fn, rows, work)`."""
     shape = arrays[0].shape
     k = int(np.prod([shape[d] for d in axes], dtype=np.int64))

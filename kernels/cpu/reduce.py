@@ -7,6 +7,8 @@ reassociate. The results are bit-identical to the reference.
 import numba as nb
 import numpy as np
 
+from .common import serial
+
 _ROWS = 8  # rows folded side by side: independent additions in flight, each row still in order
 
 
@@ -115,11 +117,7 @@ def layout(x, axes):
     return "rows", np.ascontiguousarray(np.transpose(x, kept + list(axes))).reshape(m, k)
 
 
-def _serial(fn, n, work_per_item=1):
-    fn(0, n)
-
-
-def fold_sum(x, axes, split=_serial):
+def fold_sum(x, axes, split=serial):
     """float64 left-fold sums over `axes` (at least one reduced element), flattened over kept axes.
     `split(fn, n, work_per_item)` calls fn(lo, hi) over pieces of the outputs, maybe on several threads."""
     kind, a = layout(x, axes)
@@ -132,7 +130,7 @@ def fold_sum(x, axes, split=_serial):
     return out
 
 
-def extreme(x, axes, largest, split=_serial):
+def extreme(x, axes, largest, split=serial):
     """max (or min) over `axes` (at least one reduced element), flattened over kept axes, or None when a
     result is a zero or NaN: which signed zero or NaN payload comes out is NumPy's choice, so the caller
     asks NumPy (the reference) for the whole reduction then."""

@@ -11,14 +11,8 @@ import math
 import numba as nb
 import numpy as np
 
+from .common import rounded, serial
 from .special import exp_for_float32
-
-
-@nb.njit(cache=True, inline="always")
-def _rounded(value, cell):
-    """`value` rounded to the dtype of `cell`, a one-element scratch array of that dtype."""
-    cell[0] = value
-    return cell[0]
 
 
 @nb.njit(cache=True, inline="always")
@@ -31,7 +25,7 @@ def _row_max(x, m, cell):
         best = v if v > best else best
         nan |= v != v
     nan |= best != best
-    return best if not nan else _rounded(np.nan, cell)
+    return best if not nan else rounded(np.nan, cell)
 
 
 @nb.njit(cache=True, inline="always")
@@ -90,7 +84,7 @@ def softmax_rows(x, out, f32):
             _exp_into(row, row, f32)
         _fold_rows(out, lo, hi, totals)
         for m in range(lo, hi):
-            total = _rounded(totals[m - lo], cell)
+            total = rounded(totals[m - lo], cell)
             row = out[m]
             for k in range(x.shape[1]):
                 row[k] = row[k] / total
@@ -112,7 +106,7 @@ def log_softmax_rows(x, out, f32):
             _exp_into(row, e[m - lo], f32)
         _fold_rows(e, 0, hi - lo, totals)
         for m in range(lo, hi):
-            lse = _rounded(math.log(np.float64(_rounded(totals[m - lo], cell))), cell)
+            lse = rounded(math.log(np.float64(rounded(totals[m - lo], cell))), cell)
             row = out[m]
             for k in range(x.shape[1]):
                 row[k] = row[k] - lse
@@ -131,7 +125,7 @@ def softmax_grad_rows(y, g, out):
                 row[k] = g[m, k] * y[m, k]
         _fold_rows(out, lo, hi, totals)
         for m in range(lo, hi):
-            s = _rounded(totals[m - lo], cell)
+            s = rounded(totals[m - lo], cell)
             row = out[m]
             for k in range(y.shape[1]):
                 row[k] = y[m, k] * (g[m, k] - s)
@@ -146,7 +140,7 @@ def log_softmax_grad_rows(y, g, out, f32):
         hi = min(lo + _BLOCK, y.shape[0])
         _fold_rows(g, lo, hi, totals)
         for m in range(lo, hi):
-            s = _rounded(totals[m - lo], cell)
+            s = rounded(totals[m - lo], cell)
             row = out[m]
             _exp_into(y[m], row, f32)
             for k in range(y.shape[1]):
@@ -157,11 +151,7 @@ KERNELS = {"softmax": softmax_rows, "log_softmax": log_softmax_rows, "softmax_gr
            "log_softmax_grad": log_softmax_grad_rows}
 
 
-def _serial(fn, n, work_per_item=1):
-    fn(0, n)
-
-
-def run(op, axis, arrays, dtype, split=_serial):
+def run(op, axis, arrays, dtype, split=serial):
     """The op along `axis` of same-shape `arrays`: the axis moved last, rows computed (in pieces, by
     `split(fn, rows, work_per_row)`, possibly on several threads), moved back."""
     rows = [np.ascontiguousarray(np.moveaxis(a, axis, -1), dtype=dtype) for a in arrays]
