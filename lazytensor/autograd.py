@@ -85,7 +85,8 @@ class _Pieces:
     def tensor(self):
         from .tensor import Tensor
         attrs = {"shape": self.shape, "slices": tuple(s for s, _ in self.parts), "dtype": self.dtype.np}
-        return Tensor._from_op("place_slices", [Tensor(n) for _, n in self.parts], attrs, self.shape, self.dtype)
+        pieces = [Tensor(n) for _, n in self.parts]
+        return Tensor._from_op("place_slices", pieces, attrs, self.shape, self.dtype)
 
 
 def _is_piece(t):
@@ -406,7 +407,8 @@ VJP = {
     "matmul": _matmul,
     "layer_norm": _layer_norm,
     "softmax": _softmax_family("softmax_grad", lambda y, g, d: y * (g - (g * y).sum(dim=d, keepdim=True))),
-    "log_softmax": _softmax_family("log_softmax_grad", lambda y, g, d: g - y.exp() * g.sum(dim=d, keepdim=True)),
+    "log_softmax": _softmax_family("log_softmax_grad",
+                                   lambda y, g, d: g - y.exp() * g.sum(dim=d, keepdim=True)),
     "reshape": lambda inputs, out, attrs, g: (g.reshape(*inputs[0].shape),),
     "permute": _permute,
     "expand": lambda inputs, out, attrs, g: (unbroadcast(g, inputs[0].shape),),

@@ -26,13 +26,15 @@ def tune():
     if _applied["value"] is not None:
         return _applied["value"]
     ok = False
-    if os.environ.get("LAZYTENSOR_MALLOC", "").strip().lower() != "default" and sys.platform.startswith("linux"):
+    wanted = os.environ.get("LAZYTENSOR_MALLOC", "").strip().lower() != "default"
+    if wanted and sys.platform.startswith("linux"):
         try:
             mallopt = ctypes.CDLL(None).mallopt
         except (OSError, AttributeError):  # not glibc (musl has no mallopt)
             mallopt = None
         if mallopt is not None:
             mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-            ok = bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+            ok = bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+            ok = bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)) and ok
     _applied["value"] = ok
     return ok

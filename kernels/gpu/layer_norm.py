@@ -52,8 +52,8 @@ def rows(op, n_rows, n, dtype, eps):
         body += [f"  const {c} a = ({c})(a_acc / (double){n});"]
         body += _mean("b", n, ew("mul", "g[at]", xhat))
         body += [f"  const {c} b = ({c})(b_acc / (double){n});"]
-        body += _loop(n, [f"const {c} xh = {xhat};",
-                          f"y[at] = {ew('mul', ew('sub', ew('sub', 'g[at]', 'a'), ew('mul', 'xh', 'b')), 'r')};"])
+        dx = ew("mul", ew("sub", ew("sub", "g[at]", "a"), ew("mul", "xh", "b")), "r")
+        body += _loop(n, [f"const {c} xh = {xhat};", f"y[at] = {dx};"])
         buffers = [("y", dt, True), ("x0", dt, False), ("g", dt, False)]
     else:
         raise ValueError(f"layer_norm.rows: unknown op {op!r}")

@@ -30,11 +30,13 @@ def sum_of_squares(sizes, dtype):
     c = ctype(dtype)
     square = expression("mul", [dtype, dtype], dtype, ["x[k]", "x[k]"])
     body = [f"  {c} total = 0;"]
+    add = expression("add", [dtype, dtype], dtype, ["total", "s"])
     for i, n in enumerate(sizes):
         body += ["  {", f"    const {c}* __restrict__ x = x{i};", "    double acc = 0;",
-                 f"    for (i64 k = 0; k < {n}LL; ++k) acc = k == 0 ? (double){square} : acc + (double){square};",
+                 f"    for (i64 k = 0; k < {n}LL; ++k)",
+                 f"      acc = k == 0 ? (double){square} : acc + (double){square};",
                  f"    const {c} s = ({c})acc;",
-                 "    total = s;" if i == 0 else f"    total = {expression('add', [dtype, dtype], dtype, ['total', 's'])};",
+                 "    total = s;" if i == 0 else f"    total = {add};",
                  "  }"]
     body.append("  y[0] = total;")
     buffers = [("y", dtype, True)] + [(f"x{i}", dtype, False) for i in range(len(sizes))]

@@ -123,8 +123,8 @@ def _movement(node, operands):
                 node.shape), 0), [], f"({ctype(node.dtype)})0"), [OUT]))
         for k, (b, slices) in enumerate(zip(operands, a["slices"])):
             strides, offset = _slice_geometry(node.shape, slices)
-            launches.append(Launch(_copy(node, b.shape, b.dtype, ew.contiguous_strides(b.shape), 0, strides, offset,
-                                         b.shape), [OUT, k]))
+            place = _copy(node, b.shape, b.dtype, ew.contiguous_strides(b.shape), 0, strides, offset, b.shape)
+            launches.append(Launch(place, [OUT, k]))
         return launches
     if op == "cat":
         axis, launches, start = a["axis"], [], 0
@@ -264,8 +264,8 @@ def _adamw(node, operands, has_double):
     return [Launch(spec, [OUT, 0, 1, 2, 3], [("operand", k) for k in (4, 5, 6)])]
 
 
-_MOVEMENT = frozenset({"reshape", "contiguous", "permute", "expand", "slice", "pad_slice", "place_slices", "cat",
-                       "tril", "triu", "full"})
+_MOVEMENT = frozenset({"reshape", "contiguous", "permute", "expand", "slice", "pad_slice", "place_slices",
+                       "cat", "tril", "triu", "full"})
 _INDEX = frozenset({"take", "take_along", "scatter_take", "scatter_take_along"})
 
 

@@ -5,14 +5,15 @@ and it also takes the large float matrix products, cut by rows (or batch) into o
 thread, since OpenBLAS is then held to one thread (numba's own prange fought OpenBLAS's spinning
 threads and made a 2-thread step six times slower, bench/RESULTS.md).
 
-It accepts float32/float64 sum/mean/var/std reductions (bit-identical to the reference: the same left
-folds), amax/amin (bit-identical: exact; a zero or NaN result defers to NumPy), erf (may differ from the reference in the last unit: libm's exp vs NumPy's in float64, the
+From `MIN_ELEMENTS` up it accepts float32/float64 sum/mean/var/std reductions (bit-identical to the
+reference: the same left folds), amax/amin (bit-identical: exact; a zero or NaN result defers to
+NumPy), erf (may differ from the reference in the last unit: libm's exp vs NumPy's in float64, the
 vectorizing erf_for_float32 for float32), softmax/log_softmax and their gradients along any axis (one
 kernel each, within a few units of the reference: exp and log; the gradient of softmax is
-bit-identical), layer_norm and its gradient (bit-identical) and the scatter-add
-of index_select/embedding gradients (bit-identical: index order, float64) from `MIN_ELEMENTS` up, the
-AdamW update and clip_grad_norm_'s sum of squares at any size (bit-identical), and fused elementwise groups (runtime/fusion.py); everything
-else goes on down the chain to the NumPy backend.
+bit-identical), layer_norm and its gradient (bit-identical) and the scatter-add of
+index_select/embedding gradients (bit-identical: index order, float64); at any size the AdamW update
+and clip_grad_norm_'s sum of squares (bit-identical) and fused elementwise groups (runtime/fusion.py);
+everything else goes on down the chain to the NumPy backend.
 """
 import numpy as np
 
@@ -86,7 +87,8 @@ class NumbaBackend(Backend):
             return (node.dtype in _FLOATS and g.dtype == node.dtype and index.dtype.kind == "i"
                     and g.nbytes // g.dtype.itemsize >= MIN_ELEMENTS)
         if node.op in LAYER_NORM_OPS:
-            return (node.dtype in _FLOATS and node.size >= MIN_ELEMENTS and _count(node.shape, node.attrs["axes"])
+            return (node.dtype in _FLOATS and node.size >= MIN_ELEMENTS
+                    and _count(node.shape, node.attrs["axes"]) > 0
                     and all(b.dtype == node.dtype and b.shape == node.shape for b in operands))
         if node.op in SOFTMAX_OPS:
             return (node.dtype in _FLOATS and node.size >= MIN_ELEMENTS
@@ -154,7 +156,8 @@ class NumbaBackend(Backend):
         lr, bias1, bias2 = float(lr), float(bias1), float(bias2)
         out = np.empty((3, p.size), node.dtype)
         flat = [np.ascontiguousarray(t).reshape(-1) for t in (p, g, m, v)]
-        consts = (a["beta1"], a["beta2"], a["eps"], 1.0 - lr * a["weight_decay"], lr / bias1, float(np.sqrt(bias2)))
+        consts = (a["beta1"], a["beta2"], a["eps"], 1.0 - lr * a["weight_decay"], lr / bias1,
+                  float(np.sqrt(bias2)))
         parallel.split(lambda lo, hi: cpu_optim.adamw_into(*flat, out, *consts, lo, hi), p.size, 8)
         return out.reshape(node.shape)
 
