@@ -16,7 +16,7 @@ import threading
 # Elements of work per thread below which a kernel is not split (~0.2 ms; a hand-off costs 0.015-0.05).
 MIN_SPLIT = 262144
 
-_state = {"threads": None, "pool": None, "controller": None, "depth": 0}
+_state = {"threads": None, "pool": None, "controller": None, "depth": 0, "owner": None}
 _lock = threading.Lock()
 
 
@@ -70,16 +70,18 @@ def kernels_session(mean_size):
         yield
         return
     _state["depth"] += 1
+    _state["owner"] = threading.get_ident()  # only this thread splits: the workers serve one caller
     try:
         with _controller().limit(limits=1, user_api="blas"):
             yield
     finally:
         _state["depth"] -= 1
+        _state["owner"] = None
 
 
 def splitting():
-    """Whether kernels are being split now (inside a run of big kernels with several threads)."""
-    return _state["depth"] > 0
+    """Whether this thread splits kernels now (inside a run of big kernels with several threads)."""
+    return _state["depth"] > 0 and _state["owner"] == threading.get_ident()
 
 
 class _Worker:
@@ -128,7 +130,7 @@ def _workers(n):
 def ranges(n, work_per_item=1):
     """[lo, hi) pieces of range(n), one per thread that gets at least MIN_SPLIT elements of work."""
     parts = min(_state["threads"] or 1, n, max(1, (n * work_per_item) // MIN_SPLIT))
-    if parts <= 1 or not _state["depth"]:
+    if parts <= 1 or not splitting():
         return [(0, n)]
     step, extra = divmod(n, parts)
     out, lo = [], 0

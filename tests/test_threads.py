@@ -124,3 +124,55 @@ def test_malloc_is_tuned_at_import_unless_told_to_leave_it(setting, applied):
     out = subprocess.run([sys.executable, "-c", "import lazytensor.runtime.host_malloc as m, lazytensor; "
                           "print(m._applied['value'])"], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.strip() == str(applied)
+
+
+def test_an_error_in_a_worker_piece_reaches_the_caller_and_the_workers_recover(threads):
+    threads(2)
+    parallel._state["depth"] += 1
+    parallel._state["owner"] = __import__("threading").get_ident()
+    try:
+        def boom(lo, hi):
+            if lo > 0:
+                raise ZeroDivisionError("piece failed")
+        with pytest.raises(ZeroDivisionError, match="piece failed"):
+            parallel.split(boom, 1 << 20)
+        seen = []
+        parallel.split(lambda lo, hi: seen.append((lo, hi)), 1 << 20)
+        assert sorted(seen) == [(0, 1 << 19), (1 << 19, 1 << 20)]
+    finally:
+        parallel._state["depth"] -= 1
+        parallel._state["owner"] = None
+
+
+def test_another_thread_never_shares_the_workers_of_a_running_split(threads):
+    import threading
+    threads(2)
+    parallel._state["depth"] += 1
+    parallel._state["owner"] = threading.get_ident()
+    try:
+        pieces = []
+        t = threading.Thread(target=lambda: pieces.append(parallel.ranges(1 << 20)))
+        t.start()
+        t.join()
+        assert pieces == [[(0, 1 << 20)]] and len(parallel.ranges(1 << 20)) == 2
+    finally:
+        parallel._state["depth"] -= 1
+        parallel._state["owner"] = None
+
+
+def test_training_steps_with_split_kernels_track_the_one_thread_losses(threads):
+    from lazytensor.data import CharDataset, default_corpus
+    from lazytensor.train import TrainConfig, build, train_step
+    data = CharDataset(default_corpus()[:20000])
+    losses = {}
+    for n in (1, 2):
+        threads(n)
+        lt.manual_seed(0)
+        model, opt, _ = build(TrainConfig(config="tiny", steps=3), data)
+        params = list(model.parameters())
+        lt.manual_seed(1)
+        with lt.profile() as p:
+            losses[n] = [train_step(model, opt, params, *data.batch("train", 4, 64), 1.0).item() for _ in range(3)]
+        assert any(k.op == "matmul" and k.backend == "numba" for k in p.kernels) == (n == 2)
+    # split matmuls may round differently; everything else is computed as on one thread
+    np.testing.assert_allclose(losses[2], losses[1], rtol=1e-5)
