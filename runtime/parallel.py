@@ -61,12 +61,12 @@ def num_threads():
 
 
 @contextlib.contextmanager
-def kernels_session(mean_size):
-    """Around a run of kernels whose results have `mean_size` elements on average: with several threads
-    and kernels big enough to split (MIN_SPLIT), OpenBLAS on one thread and our splits on (see above).
-    Smaller kernels would spend more on hand-offs than they gain, and OpenBLAS's own threads sync
-    faster for small products (measured: bench/RESULTS.md), so a run of them is left to OpenBLAS."""
-    if _state["depth"] or num_threads() == 1 or mean_size < MIN_SPLIT:
+def kernels_session(nodes):
+    """Around a run of the kernels of `nodes`: with several threads and results big enough to split
+    (MIN_SPLIT elements on average), OpenBLAS on one thread and our splits on (see above). Smaller
+    kernels would spend more on hand-offs than they gain, and OpenBLAS's own threads sync faster for
+    small products (measured: bench/RESULTS.md), so a run of them is left to OpenBLAS."""
+    if _state["depth"] or num_threads() == 1 or sum(n.size for n in nodes) < MIN_SPLIT * len(nodes):
         yield
         return
     _state["depth"] += 1

@@ -25,7 +25,7 @@ def realize(roots):
     if not order:
         return 0
     COUNTERS.realizations += 1
-    with parallel.kernels_session(sum(n.size for n in order) / len(order)):
+    with parallel.kernels_session(order):
         return _realize(order, roots)
 
 

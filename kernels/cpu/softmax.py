@@ -12,6 +12,7 @@ import numba as nb
 import numpy as np
 
 from .common import rounded, serial
+from .reduce import sum_rows
 from .special import exp_for_float32
 
 
@@ -39,34 +40,7 @@ def _exp_into(src, dst, f32):
             dst[k] = math.exp(src[k])
 
 
-_BLOCK = 8  # rows whose folds run side by side (each still in order), so additions overlap
-
-
-@nb.njit(cache=True, inline="always")
-def _fold_rows(v, lo, hi, totals):
-    """totals[j] = float64 left fold of row lo + j of v, for the rows lo..hi-1 (at most _BLOCK)."""
-    if hi - lo == _BLOCK:  # eight running sums in registers, each row still added in order
-        a0, a1, a2, a3 = np.float64(v[lo, 0]), np.float64(v[lo + 1, 0]), np.float64(v[lo + 2, 0]), \
-            np.float64(v[lo + 3, 0])
-        a4, a5, a6, a7 = np.float64(v[lo + 4, 0]), np.float64(v[lo + 5, 0]), np.float64(v[lo + 6, 0]), \
-            np.float64(v[lo + 7, 0])
-        for k in range(1, v.shape[1]):
-            a0 += np.float64(v[lo, k])
-            a1 += np.float64(v[lo + 1, k])
-            a2 += np.float64(v[lo + 2, k])
-            a3 += np.float64(v[lo + 3, k])
-            a4 += np.float64(v[lo + 4, k])
-            a5 += np.float64(v[lo + 5, k])
-            a6 += np.float64(v[lo + 6, k])
-            a7 += np.float64(v[lo + 7, k])
-        totals[0], totals[1], totals[2], totals[3] = a0, a1, a2, a3
-        totals[4], totals[5], totals[6], totals[7] = a4, a5, a6, a7
-        return
-    for j in range(hi - lo):
-        acc = np.float64(v[lo + j, 0])
-        for k in range(1, v.shape[1]):
-            acc += np.float64(v[lo + j, k])
-        totals[j] = acc
+_BLOCK = 8  # rows per block: reduce.sum_rows folds them side by side (each still in order)
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy")
@@ -82,7 +56,7 @@ def softmax_rows(x, out, f32):
             for k in range(x.shape[1]):
                 row[k] = x[m, k] - best
             _exp_into(row, row, f32)
-        _fold_rows(out, lo, hi, totals)
+        sum_rows(out[lo:hi], totals)
         for m in range(lo, hi):
             total = rounded(totals[m - lo], cell)
             row = out[m]
@@ -104,7 +78,7 @@ def log_softmax_rows(x, out, f32):
             for k in range(x.shape[1]):
                 row[k] = x[m, k] - best
             _exp_into(row, e[m - lo], f32)
-        _fold_rows(e, 0, hi - lo, totals)
+        sum_rows(e[:hi - lo], totals)
         for m in range(lo, hi):
             lse = rounded(math.log(np.float64(rounded(totals[m - lo], cell))), cell)
             row = out[m]
@@ -123,7 +97,7 @@ def softmax_grad_rows(y, g, out):
             row = out[m]
             for k in range(y.shape[1]):
                 row[k] = g[m, k] * y[m, k]
-        _fold_rows(out, lo, hi, totals)
+        sum_rows(out[lo:hi], totals)
         for m in range(lo, hi):
             s = rounded(totals[m - lo], cell)
             row = out[m]
@@ -138,7 +112,7 @@ def log_softmax_grad_rows(y, g, out, f32):
     cell = np.empty(1, out.dtype)
     for lo in range(0, y.shape[0], _BLOCK):
         hi = min(lo + _BLOCK, y.shape[0])
-        _fold_rows(g, lo, hi, totals)
+        sum_rows(g[lo:hi], totals)
         for m in range(lo, hi):
             s = rounded(totals[m - lo], cell)
             row = out[m]

@@ -234,24 +234,20 @@ def _random(node, has_double):
     return None
 
 
-def _softmax(node, operands, has_double):
+def _row_kernel(node, operands, has_double):
+    """The one launch of a softmax or layer-norm row kernel, or None where it does not apply: its
+    folds (and softmax's transcendentals) are defined in float64, and its operands share its shape."""
     if not has_double or node.dtype.kind != "f":
-        return None  # the folds and transcendentals are defined in float64
+        return None
     if any(b.dtype != node.dtype or tuple(b.shape) != node.shape for b in operands):
         return None
-    spec = gsoftmax.along_axis(node.op, node.shape, node.attrs["axis"], _dt(node.dtype))
-    return [Launch(spec, [OUT] + list(range(len(operands))))]
-
-
-def _layer_norm(node, operands, has_double):
-    if not has_double or node.dtype.kind != "f":
-        return None  # the folds are defined in float64
-    if any(b.dtype != node.dtype or tuple(b.shape) != node.shape for b in operands):
-        return None
-    n = int(np.prod([node.shape[d] for d in node.attrs["axes"]], dtype=np.int64))
-    if n == 0:
-        return None
-    spec = glayer_norm.rows(node.op, node.size // n, n, _dt(node.dtype), node.attrs["eps"])
+    if node.op in gsoftmax.OPS:
+        spec = gsoftmax.along_axis(node.op, node.shape, node.attrs["axis"], _dt(node.dtype))
+    else:
+        n = int(np.prod([node.shape[d] for d in node.attrs["axes"]], dtype=np.int64))
+        if n == 0:
+            return None
+        spec = glayer_norm.rows(node.op, node.size // n, n, _dt(node.dtype), node.attrs["eps"])
     return [Launch(spec, [OUT] + list(range(len(operands))))]
 
 
@@ -327,10 +323,8 @@ def _lower(node, operands, has_double, tiled_matmul, device_checks):
         return _random(node, has_double)
     if op == "adamw":
         return _adamw(node, operands, has_double)
-    if op in gsoftmax.OPS:
-        return _softmax(node, operands, has_double)
-    if op in glayer_norm.OPS:
-        return _layer_norm(node, operands, has_double)
+    if op in gsoftmax.OPS or op in glayer_norm.OPS:
+        return _row_kernel(node, operands, has_double)
     if op == "sum_of_squares":
         if not has_double or node.dtype.kind != "f" or any(b.dtype != node.dtype for b in operands):
             return None
