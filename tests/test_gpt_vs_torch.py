@@ -56,17 +56,16 @@ def test_loss_after_50_adamw_steps_with_clipping_matches_pytorch(data):
     trest = [tparams[n] for n, p in model.named_parameters() if p.ndim < 2]
     topt = torch.optim.AdamW([{"params": tdecay, "weight_decay": 0.1}, {"params": trest, "weight_decay": 0.0}],
                              lr=3e-3, betas=(0.9, 0.99))
-    params = list(model.parameters())
     for x, y in _batches(data, 50):
         _, loss = model(lt.tensor(x), lt.tensor(y))
         opt.zero_grad()
         loss.backward()
-        nn.utils.clip_grad_norm_(params, 1.0)
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # a generator, as PyTorch scripts pass it
         opt.step()
         tloss = twin(torch.from_numpy(x), torch.from_numpy(y))
         topt.zero_grad()
         tloss.backward()
-        torch.nn.utils.clip_grad_norm_(list(twin.parameters()), 1.0)
+        torch.nn.utils.clip_grad_norm_(twin.parameters(), 1.0)
         topt.step()
     x, y = _batches(data, 51)[-1]
     with lt.no_grad():

@@ -184,6 +184,24 @@ def test_clip_grad_norm_scales_to_max_norm_and_returns_the_norm():
     assert total == pytest.approx(1.0, rel=1e-5)
 
 
+def test_clip_grad_norm_clips_every_gradient_when_given_a_generator():
+    a, b = lt.ones(3, requires_grad=True), lt.ones(4, requires_grad=True)
+    ((a * 3).sum() + (b * 4).sum()).backward()
+    norm = nn.utils.clip_grad_norm_((p for p in (a, b)), 1.0)
+    assert norm.item() == pytest.approx(math.sqrt(3 * 9 + 4 * 16))
+    total = math.sqrt((a.grad * a.grad).sum().item() + (b.grad * b.grad).sum().item())
+    assert total == pytest.approx(1.0, rel=1e-5)
+
+
+def test_clip_grad_norm_of_model_parameters_scales_every_parameter_gradient():
+    m = Tiny()
+    (m(lt.ones(2, 3)) * 100).sum().backward()
+    before = {n: p.grad.numpy().copy() for n, p in m.named_parameters()}
+    norm = nn.utils.clip_grad_norm_(m.parameters(), 0.5).item()
+    for n, p in m.named_parameters():
+        np.testing.assert_allclose(p.grad.numpy(), before[n] * (0.5 / (norm + 1e-6)), rtol=1e-6)
+
+
 def test_module_to_device_moves_parameters_and_buffers(virtual):
     virtual()
     m = Tiny()

@@ -96,3 +96,48 @@ def test_editable_install_maps_runtime_and_kernels_into_lazytensor(tmp_path):
     assert Path(info["kernels"]) == src / "kernels" / "__init__.py"
     assert info["top_level"] == {"runtime": False, "kernels": False}
     assert info["value"] == 3.0
+
+
+USE_NUMBA_KERNELS = "import lazytensor as lt; x = lt.arange(300000, dtype=lt.float32); print((x * 2).sum().item())"
+
+
+def _recorded_files(site):
+    record = next(site.glob("lazytensor-*.dist-info")) / "RECORD"
+    return {site / line.split(",")[0] for line in record.read_text().splitlines() if line}
+
+
+@pytest.mark.slow
+def test_running_kernels_writes_no_file_into_the_installed_package(tmp_path):
+    src = _copy_sources(tmp_path / "src")
+    python, site = _fresh_venv(tmp_path / "venv")
+    subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index", "-q",
+                    str(src)], check=True, capture_output=True, text=True, cwd=tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "LAZYTENSOR_CACHE_DIR"}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    out = subprocess.run([str(python), "-c", USE_NUMBA_KERNELS], capture_output=True, text=True, cwd=tmp_path,
+                         env=env)
+    assert out.returncode == 0, out.stderr
+    on_disk = {p for p in (site / "lazytensor").rglob("*") if p.is_file()}
+    assert on_disk - _recorded_files(site) == set()  # pip uninstall removes exactly what it installed
+    assert list((tmp_path / "cache" / "lazytensor" / "numba").rglob("*.nbi"))  # numba's cache went here
+
+
+@pytest.mark.slow
+def test_an_editable_install_over_a_used_regular_install_imports_the_source_tree(tmp_path):
+    """The README's two commands in order: `pip install .`, run it, then `pip install -e .`."""
+    src = _copy_sources(tmp_path / "src")
+    python, site = _fresh_venv(tmp_path / "venv")
+    pip = [str(python), "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index", "-q"]
+    env = {k: v for k, v in os.environ.items() if k != "LAZYTENSOR_CACHE_DIR"}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    subprocess.run(pip + [str(src)], check=True, capture_output=True, text=True, cwd=tmp_path)
+    used = subprocess.run([str(python), "-c", USE_NUMBA_KERNELS], capture_output=True, text=True, cwd=tmp_path,
+                          env=env)
+    assert used.returncode == 0, used.stderr
+    subprocess.run(pip + ["-e", str(src)], check=True, capture_output=True, text=True, cwd=tmp_path)
+    out = subprocess.run([str(python), "-c", CHECK + "\nassert callable(lt.zeros)", *_source_packages()],
+                         capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stderr
+    import json
+    assert Path(json.loads(out.stdout.splitlines()[-1])["lazytensor"]) == src / "lazytensor" / "__init__.py"
+    assert not (site / "lazytensor").exists()

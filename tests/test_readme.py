@@ -22,3 +22,13 @@ def test_readme_example_runs(index):
                          timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip()
+
+
+def test_ci_runs_the_readmes_two_set_up_commands_in_order_in_one_venv():
+    commands = [line for block in re.findall(r"```bash\n(.*?)```", README, flags=re.S)
+                for line in block.splitlines() if line.startswith("python -m pip install") and "&&" in line]
+    assert len(commands) == 2, commands  # install-and-train, then install-tests-and-run-them
+    ci = (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text().splitlines()
+    positions = [ci.index(c) for c in commands]
+    assert positions == sorted(positions)
+    assert sum(line.startswith("python3 -m venv") for line in ci) == 1

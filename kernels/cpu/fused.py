@@ -19,6 +19,7 @@ import threading
 
 import numpy as np
 
+from ..cache import cache_path
 from .common import serial
 
 _EXPR = {
@@ -104,9 +105,7 @@ def render(recipe, broadcast=None):
 
 def cache_dir():
     """Where rendered kernels (and numba's compiled code beside them) are kept between processes."""
-    base = os.environ.get("LAZYTENSOR_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "lazytensor")
-    return os.path.join(base, "fused")
+    return cache_path("fused")
 
 
 _compiled = {}

@@ -11,6 +11,8 @@ import hashlib
 import os
 import sys
 
+from ..cache import cache_path
+
 _lib = None
 
 
@@ -101,9 +103,7 @@ def compile_source(source, name, arch, output="cubin", fmad=False, extra=()):
 
 
 def cache_dir():
-    root = os.environ.get("LAZYTENSOR_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache",
-                                                                  "lazytensor")
-    return os.path.join(root, "cuda")
+    return cache_path("cuda")
 
 
 def compile_cached(source, name, arch, output="cubin", fmad=False):

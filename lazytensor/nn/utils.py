@@ -5,8 +5,8 @@ from ..tensor import Tensor
 
 def clip_grad_norm_(parameters, max_norm, eps=1e-6):
     """Scale all gradients so their global L2 norm is at most max_norm; returns the norm (a lazy scalar)."""
-    if isinstance(parameters, Tensor):
-        parameters = [parameters]
+    # a generator (model.parameters()) is read once here: the total and the scaling both need it
+    parameters = [parameters] if isinstance(parameters, Tensor) else list(parameters)
     grads = [p.grad for p in parameters if p.grad is not None]
     if not grads:
         raise ValueError("clip_grad_norm_: no parameter has a gradient; call backward() first")
