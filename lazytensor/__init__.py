@@ -23,7 +23,8 @@ from .random import (get_rng_state, initial_seed, manual_seed, normal, rand, ran
                      randn_like, set_rng_state, uniform)
 from .evaluation import counters, realize, reset_counters
 from .device_api import (clear_transfer_log, devices, get_device, get_num_threads, memory_budget, profile,
-                         residency_stats, set_device, set_memory_budget, set_num_threads, transfer_log)
+                         residency_stats, set_device, set_memory_budget, set_num_threads, set_transfer_log_capacity,
+                         transfer_log, transfer_log_capacity)
 
 globals().update(_UN)
 globals().update(_BIN)

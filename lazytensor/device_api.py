@@ -49,8 +49,19 @@ def memory_budget():
 
 
 def transfer_log():
-    """Every copy between host and device so far, oldest first (see runtime.transfers.Transfer)."""
+    """The copies between host and device so far, oldest first (see runtime.transfers.Transfer): the
+    newest `transfer_log_capacity()` of them; `residency_stats()` counts all of them."""
     return list(LOG.records)
+
+
+def set_transfer_log_capacity(n):
+    """Keep the newest `n` copy records (and kernel records while profiling); totals stay exact."""
+    LOG.set_capacity(n)
+
+
+def transfer_log_capacity():
+    """How many records of each kind the transfer log keeps (LAZYTENSOR_LOG_RECORDS, default 10000)."""
+    return LOG.capacity
 
 
 def clear_transfer_log():
@@ -75,6 +86,7 @@ def residency_stats():
         "evictions": sum(d["evictions"] for d in per_device.values()),
         "operand_hits": sum(LOG.operand_hits.values()),
         "operand_misses": sum(LOG.operand_misses.values()),
+        "transfer_records_dropped": LOG.dropped_transfers,
         "tensors": _tensors_by_state(),
     })
     return stats

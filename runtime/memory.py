@@ -64,6 +64,8 @@ class DeviceMemory:
 
     Resident bytes (the bucket sizes of live device copies) never exceed the budget: a request that
     would exceed it evicts least-recently-used unpinned buffers first (downloading device-only ones).
+    Freed blocks are cached for reuse only while resident plus cached bytes fit in the budget, so the
+    device memory held (PyTorch's "reserved") never exceeds the budget either.
     `allocate` returns None when nothing more can be done; the caller then runs the kernel elsewhere.
     """
 
@@ -109,6 +111,7 @@ class DeviceMemory:
         if self._cache[size]:
             self.cached_bytes -= size
             return self._cache[size].pop()
+        self._trim_cache(self.budget - self.resident_bytes - size)
         return self._raw_alloc(size)
 
     def _raw_alloc(self, size):
@@ -157,6 +160,19 @@ class DeviceMemory:
         self.resident_bytes -= size
         self._cache[size].append(block)
         self.cached_bytes += size
+        self._trim_cache(self.budget - self.resident_bytes)
+
+    def _trim_cache(self, limit):
+        """Free cached blocks, largest first, until the cache holds at most `limit` bytes."""
+        if self.cached_bytes <= limit:
+            return
+        for size in sorted(self._cache, reverse=True):  # a copy: finalizers may add buckets meanwhile
+            blocks = self._cache[size]
+            while blocks and self.cached_bytes > limit:
+                self.backend.raw_free(blocks.pop())
+                self.cached_bytes -= size
+            if self.cached_bytes <= limit:
+                return
 
     def give_back(self, block, nbytes):
         """Return a block that was allocated but never attached to a buffer (a failed launch)."""

@@ -1,7 +1,8 @@
 """Scoping the transfer log and residency stats to a block: `with lt.profile() as p:`.
 
 A profile shows the copies and kernels of its block, the stats they add up to, a readable table, a JSON
-dump, and a Chrome/Perfetto trace.
+dump, and a Chrome/Perfetto trace. The stats and the table count everything exactly; the record lists
+(and so the JSON and the trace) hold the newest records the log kept (see runtime/transfers.py).
 """
 import contextlib
 import dataclasses
@@ -26,13 +27,11 @@ class Profile:
 
     def __init__(self):
         self.transfers, self.kernels, self.stats = [], [], {}
+        self.copies, self.kernel_totals = {}, {}
         self._stack = None
 
     def __enter__(self):
-        self._t0 = len(LOG.records)
-        self._k0 = len(LOG.kernels)
-        self._hits = dict(LOG.operand_hits)
-        self._misses = dict(LOG.operand_misses)
+        self._start = LOG.snapshot()
         self._dev = _device_counters()
         self._reads = dict(COUNTERS.host_reads)
         self._stack = contextlib.ExitStack()
@@ -42,13 +41,14 @@ class Profile:
 
     def __exit__(self, *exc):
         LOG.profiling -= 1
-        self.transfers = LOG.records[self._t0:]
-        self.kernels = LOG.kernels[self._k0:]
+        added = LOG.since(self._start)
+        self.transfers, self.kernels = added["transfers"], added["kernels"]
+        self.copies, self.kernel_totals = added["copies"], added["kernel_totals"]
         if not LOG.profiling:
-            del LOG.kernels[:]  # kernel records exist only for profiles
-        stats = LOG.totals(self.transfers)
-        stats["operand_hits"] = sum(LOG.operand_hits.values()) - sum(self._hits.values())
-        stats["operand_misses"] = sum(LOG.operand_misses.values()) - sum(self._misses.values())
+            LOG.kernels.clear()  # kernel records exist only for profiles
+        stats = LOG.totals(self.copies)
+        stats["operand_hits"] = added["operand_hits"]
+        stats["operand_misses"] = added["operand_misses"]
         per_device = {}
         for d in devices.all_devices():
             e0, b0, o0 = self._dev.get(d.name, (0, 0, 0))
@@ -59,11 +59,9 @@ class Profile:
                                   m.peak_bytes, "bytes_resident": m.resident_bytes, "budget": m.budget}
         stats["evictions"] = sum(v["evictions"] for v in per_device.values())
         stats["devices"] = per_device
-        stats["kernels"] = len(self.kernels)
-        by_backend = {}
-        for k in self.kernels:
-            by_backend[k.backend] = by_backend.get(k.backend, 0) + 1
-        stats["kernels_by_backend"] = by_backend
+        stats["kernels"] = sum(count for count, _ in self.kernel_totals.values())
+        stats["kernels_by_backend"] = {b: count for b, (count, _) in self.kernel_totals.items()}
+        stats["records_dropped"] = {"transfers": added["dropped_transfers"], "kernels": added["dropped_kernels"]}
         stats["host_reads"] = {k: v - self._reads.get(k, 0) for k, v in COUNTERS.host_reads.items()
                                if v - self._reads.get(k, 0)}
         self.stats = stats
@@ -75,10 +73,10 @@ class Profile:
         s = self.stats
         lines = ["transfers", f"  {'direction':<9} {'reason':<24} {'count':>7} {'bytes':>14}"]
         groups = {}
-        for r in self.transfers:
-            g = groups.setdefault((r.direction, r.reason), [0, 0])
-            g[0] += 1
-            g[1] += r.nbytes
+        for (direction, reason, _), (count, nbytes, _) in self.copies.items():
+            g = groups.setdefault((direction, reason), [0, 0])
+            g[0] += count
+            g[1] += nbytes
         for (direction, reason), (count, nbytes) in sorted(groups.items()):
             lines.append(f"  {direction:<9} {reason:<24} {count:>7} {nbytes:>14,}")
         if not groups:
@@ -86,8 +84,7 @@ class Profile:
         lines.append(f"  {'total':<34} {s['uploads'] + s['downloads']:>7} "
                      f"{s['upload_bytes'] + s['download_bytes']:>14,}")
         lines.append("kernels")
-        for backend, count in sorted(s["kernels_by_backend"].items()):
-            secs = sum(k.duration_s for k in self.kernels if k.backend == backend)
+        for backend, (count, secs) in sorted(self.kernel_totals.items()):
             lines.append(f"  {backend:<12} {count:>7} launches {secs * 1e3:>10.3f} ms")
         reads = ", ".join(f"{k} {v}" for k, v in sorted(s["host_reads"].items())) or "none"
         lines.append(f"host reads (values the program looked at): {reads}")
@@ -96,6 +93,10 @@ class Profile:
         for name, d in s["devices"].items():
             lines.append(f"device {name}: peak {d['peak_bytes']:,} B, resident now {d['bytes_resident']:,} B, "
                          f"budget {d['budget']:,} B, kernels sent elsewhere for memory {d['memory_fallbacks']}")
+        dropped = s["records_dropped"]
+        if dropped["transfers"] or dropped["kernels"]:
+            lines.append(f"(totals are exact; the oldest {dropped['transfers']:,} copy and {dropped['kernels']:,} "
+                         f"kernel records were not kept: LAZYTENSOR_LOG_RECORDS sets how many are)")
         text = "\n".join(lines)
         print(text, file=file or sys.stdout)
         return text

@@ -1,9 +1,12 @@
 """The transfer log: one record per copy between host and device, plus operand hit/miss counters.
 
-Records are never dropped by the engine; `clear()` starts a new log. Kernel launches are recorded too
-while a profile is active (see runtime/profile.py).
+The newest records are kept in a ring buffer (LAZYTENSOR_LOG_RECORDS of them, 10000 by default); totals
+count every copy exactly, dropped records included. `clear()` starts a new log. Kernel launches are
+recorded too while a profile is active (see runtime/profile.py).
 """
+import collections
 import dataclasses
+import os
 import time
 
 _T0 = time.perf_counter()
@@ -41,28 +44,82 @@ class KernelLaunch:
     duration_s: float
 
 
-class TransferLog:
-    """All copies so far, operand hits/misses per device, and (while profiling) kernel launches."""
+def default_capacity():
+    """How many records of each kind the log keeps: LAZYTENSOR_LOG_RECORDS, else 10000."""
+    value = os.environ.get("LAZYTENSOR_LOG_RECORDS", "10000")
+    try:
+        n = int(value)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise ValueError(f"LAZYTENSOR_LOG_RECORDS must be a non-negative integer, got {value!r}")
+    return n
 
-    def __init__(self):
+
+class TransferLog:
+    """The latest copies (and, while profiling, kernel launches), with exact totals of all of them.
+
+    Records live in ring buffers of `capacity` entries, so a long run's memory stays flat; the totals
+    (counts, bytes and seconds per direction, reason and device; launches and seconds per backend)
+    count every copy and launch since `clear()`, dropped records included.
+    """
+
+    def __init__(self, capacity=None):
+        self.capacity = default_capacity() if capacity is None else capacity
+        self.profiling = 0
+        self.generation = 0
         self.clear()
 
     def clear(self):
-        self.records = []
-        self.kernels = []
+        """Forget every record and total (a profile open across this counts from here)."""
+        self.records = collections.deque(maxlen=self.capacity)
+        self.kernels = collections.deque(maxlen=self.capacity)
+        self.transfer_count = 0
+        self.kernel_count = 0
+        self.copies = {}          # (direction, reason, device) -> [count, bytes, seconds]
+        self.kernel_totals = {}   # backend -> [launches, seconds]
         self.operand_hits = {}
         self.operand_misses = {}
-        self.profiling = 0
+        self.generation += 1
+
+    def set_capacity(self, n):
+        """Keep at most `n` records of each kind from now on (the newest when shrinking)."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"the transfer log's capacity must be a non-negative int, got {n!r}")
+        self.capacity = n
+        self.records = collections.deque(self.records, maxlen=n)
+        self.kernels = collections.deque(self.kernels, maxlen=n)
+
+    @property
+    def dropped_transfers(self):
+        return self.transfer_count - len(self.records)
+
+    @property
+    def dropped_kernels(self):
+        return self.kernel_count - len(self.kernels)
 
     def record(self, direction, buf, reason, device, start_s, duration_s):
-        rec = Transfer(len(self.records), direction, buf.nbytes, buf.node_id, buf.op, reason, device,
+        rec = Transfer(self.transfer_count, direction, buf.nbytes, buf.node_id, buf.op, reason, device,
                        start_s, duration_s)
+        self.transfer_count += 1
         self.records.append(rec)
+        total = self.copies.get((direction, reason, device))
+        if total is None:
+            total = self.copies[(direction, reason, device)] = [0, 0, 0.0]
+        total[0] += 1
+        total[1] += rec.nbytes
+        total[2] += duration_s
         return rec
 
     def kernel(self, node, backend, start_s, duration_s, label=None):
-        self.kernels.append(KernelLaunch(len(self.kernels), node.id, label or node.op, backend, node.shape,
+        self.kernels.append(KernelLaunch(self.kernel_count, node.id, label or node.op, backend, node.shape,
                                          str(node.dtype), start_s, duration_s))
+        self.kernel_count += 1
+        total = self.kernel_totals.get(backend)
+        if total is None:
+            total = self.kernel_totals[backend] = [0, 0.0]
+        total[0] += 1
+        total[1] += duration_s
 
     def hit(self, device):
         self.operand_hits[device] = self.operand_hits.get(device, 0) + 1
@@ -70,13 +127,41 @@ class TransferLog:
     def miss(self, device):
         self.operand_misses[device] = self.operand_misses.get(device, 0) + 1
 
-    def totals(self, records=None):
-        """Counts and bytes each way over `records` (default: the whole log)."""
-        records = self.records if records is None else records
-        up = [r.nbytes for r in records if r.direction == "h2d"]
-        down = [r.nbytes for r in records if r.direction == "d2h"]
-        return {"uploads": len(up), "upload_bytes": sum(up), "downloads": len(down),
-                "download_bytes": sum(down)}
+    def snapshot(self):
+        """The totals now, for `since()` to subtract later (what a profile does)."""
+        return {"generation": self.generation, "transfer_count": self.transfer_count,
+                "kernel_count": self.kernel_count, "copies": {k: list(v) for k, v in self.copies.items()},
+                "kernel_totals": {k: list(v) for k, v in self.kernel_totals.items()},
+                "operand_hits": dict(self.operand_hits), "operand_misses": dict(self.operand_misses)}
+
+    def since(self, snap):
+        """What was added after `snap` (a snapshot): totals, plus the records still kept."""
+        if snap["generation"] != self.generation:
+            snap = TransferLog(capacity=0).snapshot()  # cleared in between: count from the clear
+        def minus(now, then):
+            return {k: [a - b for a, b in zip(v, then.get(k, [0] * len(v)))] for k, v in now.items()
+                    if any(a != b for a, b in zip(v, then.get(k, [0] * len(v))))}
+        transfers = [r for r in self.records if r.seq >= snap["transfer_count"]]
+        kernels = [k for k in self.kernels if k.seq >= snap["kernel_count"]]
+        n_transfers = self.transfer_count - snap["transfer_count"]
+        n_kernels = self.kernel_count - snap["kernel_count"]
+        return {"transfers": transfers, "kernels": kernels,
+                "copies": minus(self.copies, snap["copies"]),
+                "kernel_totals": minus(self.kernel_totals, snap["kernel_totals"]),
+                "operand_hits": sum(self.operand_hits.values()) - sum(snap["operand_hits"].values()),
+                "operand_misses": sum(self.operand_misses.values()) - sum(snap["operand_misses"].values()),
+                "dropped_transfers": n_transfers - len(transfers), "dropped_kernels": n_kernels - len(kernels)}
+
+    def totals(self, copies=None):
+        """Counts and bytes each way over `copies` ((direction, reason, device) -> [count, bytes, s];
+        default: every copy since the log was cleared)."""
+        copies = self.copies if copies is None else copies
+        out = {"uploads": 0, "upload_bytes": 0, "downloads": 0, "download_bytes": 0}
+        for (direction, _, _), (count, nbytes, _) in copies.items():
+            key = "upload" if direction == "h2d" else "download"
+            out[key + "s"] += count
+            out[key + "_bytes"] += nbytes
+        return out
 
 
 LOG = TransferLog()

@@ -2,6 +2,8 @@
 import numpy as np
 import pytest
 
+import lazytensor as lt
+
 from lazytensor.runtime.backends.arena import Arena, OutOfDeviceMemory
 from lazytensor.runtime.memory import PinnedPool, bucket
 
@@ -41,6 +43,27 @@ def test_caching_allocator_reuses_a_freed_block_before_allocating(virtual):
     used = device.arena.used
     again = m.allocate(2900)  # same bucket
     assert again is block and device.arena.used == used and m.cached_bytes == 0
+
+
+def test_cached_blocks_never_take_the_device_past_its_budget(virtual):
+    device = virtual(budget=4 * 2 ** 20)
+    m = device.memory
+    for size in range(2 ** 20, 40 * 2 ** 20, 2 ** 20 + 4096):  # every request a size of its own
+        block = m.allocate(min(size, m.budget))
+        assert block is not None
+        m.give_back(block, min(size, m.budget))
+        assert m.resident_bytes + m.cached_bytes <= m.budget
+        assert device.arena.used <= m.budget
+
+
+def test_a_step_under_a_small_budget_keeps_reserved_memory_within_it(virtual):
+    device = virtual(budget="4MB")
+    x = lt.tensor(np.random.default_rng(0).normal(size=(256, 256)).astype(np.float32))
+    w = lt.tensor(np.random.default_rng(1).normal(size=(256, 256)).astype(np.float32))
+    for _ in range(20):
+        x = ((x @ w).tanh() * 0.5).reshape(128, 512).reshape(256, 256)
+        x.realize()
+        assert device.memory.resident_bytes + device.memory.cached_bytes <= device.memory.budget
 
 
 def test_pinned_pool_reuses_a_block_only_once_nothing_views_it():

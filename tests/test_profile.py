@@ -2,6 +2,7 @@
 import json
 
 import numpy as np
+import pytest
 
 import lazytensor as lt
 
@@ -70,3 +71,45 @@ def test_residency_stats_report_budget_and_peak(virtual, rng):
     dev = lt.residency_stats()["devices"]["virtual"]
     assert dev["budget"] == 8_000_000 and dev["peak_bytes"] >= 2 * 2 ** 20 and dev["bytes_resident"] > 0
     del kept
+
+
+def _uploads(n, rng):
+    """n programs whose operand (a fresh 64 KiB array each) is uploaded to the virtual device."""
+    for _ in range(n):
+        (lt.tensor(rng.normal(size=(128, 128)).astype(np.float32)).exp() * 2).sum(1).numpy()
+
+
+def test_transfer_log_keeps_the_newest_records_and_counts_every_copy(virtual, rng):
+    virtual(offload="always")
+    capacity = lt.transfer_log_capacity()
+    lt.set_transfer_log_capacity(4)
+    try:
+        _uploads(10, rng)
+        log, stats = lt.transfer_log(), lt.residency_stats()
+        assert len(log) == 4
+        assert stats["uploads"] + stats["downloads"] == log[-1].seq + 1 == 4 + stats["transfer_records_dropped"]
+        assert stats["uploads"] == 10 and stats["upload_bytes"] == 10 * 128 * 128 * 4
+    finally:
+        lt.set_transfer_log_capacity(capacity)
+
+
+def test_profile_totals_and_summary_stay_exact_when_records_are_dropped(virtual, rng):
+    virtual(offload="always")
+    capacity = lt.transfer_log_capacity()
+    lt.set_transfer_log_capacity(3)
+    try:
+        with lt.profile() as p:
+            _uploads(10, rng)
+    finally:
+        lt.set_transfer_log_capacity(capacity)
+    assert len(p.transfers) == 3 and len(p.kernels) == 3
+    assert p.stats["uploads"] == 10 and p.stats["downloads"] == 10
+    assert p.stats["kernels_by_backend"] == {"virtual": 30}  # exp, mul, sum each time
+    assert p.stats["records_dropped"] == {"transfers": 17, "kernels": 27}
+    text = p.summary(file=open("/dev/null", "w"))
+    assert "operand-upload" in text and "     10" in text and "oldest 17 copy and 27 kernel records" in text
+
+
+def test_transfer_log_capacity_rejects_a_negative_size():
+    with pytest.raises(ValueError, match="non-negative"):
+        lt.set_transfer_log_capacity(-1)

@@ -71,5 +71,6 @@ def test_random_programs_under_random_budgets_match_the_cpu_byte_for_byte(progra
     memory = device.memory
     assert got == want
     assert memory.peak_bytes <= memory.budget
+    assert memory.resident_bytes + memory.cached_bytes <= memory.budget  # the block cache counts too
     assert memory.evictions + memory.memory_fallbacks > 0  # five live 1 KiB results never fit in 4 KiB
     lt.set_device("cpu")
