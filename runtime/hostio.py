@@ -9,6 +9,7 @@ import numpy as np
 from . import copies
 from .counters import COUNTERS
 from .graph import Node
+from .locking import serialized
 from .residency import Buffer
 from .scheduler import realize
 
@@ -21,6 +22,7 @@ def _on_host(node, reason):
     return buf
 
 
+@serialized
 def host_array(node, trigger, reason=None):
     """Realize `node` and return its host array (internal: callers must not write into it)."""
     buf = _on_host(node, reason or f"host-read:{trigger}")
@@ -28,6 +30,7 @@ def host_array(node, trigger, reason=None):
     return buf.host
 
 
+@serialized
 def export_array(node, trigger):
     """Realize `node` and return a read-only view of its value for the user."""
     buf = _on_host(node, f"host-read:{trigger}")
@@ -48,6 +51,7 @@ def data_node(array, exclusive):
     return node
 
 
+@serialized
 def write_items(node, key, value, trigger="setitem"):
     """`node[key] = value` on the host. Returns the node that now holds the result (maybe `node`)."""
     buf = _on_host(node, trigger)
@@ -69,6 +73,7 @@ def replace_value(array, trigger):
     return data_node(array, exclusive=True)
 
 
+@serialized
 def place_on_device(node, backend, reason="to-device"):
     """Realize `node` and make sure `backend` holds a copy (True), unless memory cannot be had (False).
     A backend without device memory of its own (Metal, which reads host arrays) needs no copy."""
@@ -78,6 +83,7 @@ def place_on_device(node, backend, reason="to-device"):
     return copies.make_resident(node.buffer, backend, reason)
 
 
+@serialized
 def place_on_host(node, reason="to-host"):
     """Realize `node`, download it if only a device has it, and make the device forget its copy."""
     buf = _on_host(node, reason)

@@ -13,6 +13,7 @@ import numpy as np
 
 from .backends.arena import OutOfDeviceMemory
 from . import copies
+from .locking import ENGINE_LOCK
 
 _UNITS = {"": 1, "b": 1, "kb": 10 ** 3, "mb": 10 ** 6, "gb": 10 ** 9, "tb": 10 ** 12,
           "k": 2 ** 10, "m": 2 ** 20, "g": 2 ** 30, "kib": 2 ** 10, "mib": 2 ** 20, "gib": 2 ** 30,
@@ -87,6 +88,10 @@ class DeviceMemory:
     # ---- budget ---------------------------------------------------------------------------------
     def set_budget(self, nbytes):
         """Change the budget; evicts at once down to it (downloading what only the device holds)."""
+        with ENGINE_LOCK:
+            self._set_budget(nbytes)
+
+    def _set_budget(self, nbytes):
         self.budget = int(nbytes)
         while self.resident_bytes > self.budget and self._evict_one():
             pass
@@ -188,8 +193,9 @@ class DeviceMemory:
         self._lru[key] = (weakref.ref(buf), fin, size)
 
     def _on_buffer_death(self, key, block, size):
-        if self._lru.pop(key, None) is not None:
-            self._release_block(block, size)
+        with ENGINE_LOCK:  # the last reference may drop in any thread, mid-realization in another
+            if self._lru.pop(key, None) is not None:
+                self._release_block(block, size)
 
     def touch(self, buf):
         """Mark `buf` as just used (most recently used end of the LRU order)."""

@@ -8,6 +8,7 @@ import numpy as np
 from . import copies, devices, fusion, parallel
 from .counters import COUNTERS
 from .graph import Node, pending_order
+from .locking import serialized
 from .policy import is_param
 from .residency import Buffer
 from .transfers import LOG, now
@@ -19,6 +20,7 @@ def _exclusive(out, args):
         isinstance(a, np.ndarray) and np.may_share_memory(out, a) for a in args)
 
 
+@serialized
 def realize(roots):
     """Compute every pending node needed for `roots`. Returns the number of kernels run."""
     order = pending_order(roots)
