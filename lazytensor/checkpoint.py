@@ -2,7 +2,6 @@
 import hashlib
 import json
 import os
-import tempfile
 import zipfile
 
 import numpy as np
@@ -17,6 +16,44 @@ class CheckpointError(ValueError):
     """A checkpoint that is corrupt, not a checkpoint, or does not match the model."""
 
 
+class NonFiniteError(ValueError):
+    """A save asked for finite values found a NaN or an infinity (the file on disk is left as it was)."""
+
+
+_ZIP_MAGIC = b"PK\x03\x04"  # an .npz is a zip archive
+
+
+def _temp_prefix(path):
+    return f".{os.path.basename(path)}."
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
+
+
+def remove_stale_temps(path):
+    """Delete temporary files a killed writer of `path` left (named for their writer's process id)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    prefix = _temp_prefix(path)
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(prefix):-len(".tmp")]
+        if name.startswith(prefix) and name.endswith(".tmp") and pid.isdigit() and not _pid_alive(int(pid)):
+            try:
+                os.unlink(os.path.join(folder, name))
+            except OSError:
+                pass
+
+
 def _host(t):
     return np.array(hostio.host_array(t._node, "checkpoint", reason="checkpoint"), copy=True)
 
@@ -25,8 +62,12 @@ def _digest(arr):
     return hashlib.sha256(np.ascontiguousarray(arr).tobytes()).hexdigest()
 
 
-def save(path, model, optimizer=None, meta=None):
-    """Write `model` (and `optimizer`) state to `path` via a temporary file and an atomic rename."""
+def save(path, model, optimizer=None, meta=None, require_finite=False):
+    """Write `model` (and `optimizer`) state to `path` via a temporary file and an atomic rename.
+
+    With `require_finite`, a NaN or infinity in any float array raises NonFiniteError and `path` keeps
+    what it held. Temporary files of writers that were killed mid-write are removed first.
+    """
     arrays = {f"model/{k}": _host(v) for k, v in model.state_dict().items()}
     opt_meta = None
     if optimizer is not None:
@@ -41,13 +82,18 @@ def save(path, model, optimizer=None, meta=None):
                 else:
                     state_meta[str(i)][k] = v
         opt_meta = {"param_groups": sd["param_groups"], "state": state_meta}
+    if require_finite:
+        bad = [k for k, a in arrays.items() if a.dtype.kind == "f" and not np.isfinite(a).all()]
+        if bad:
+            raise NonFiniteError(f"{path}: not written: {bad[0]} holds a NaN or an infinity")
     manifest = {k: {"shape": list(a.shape), "dtype": str(a.dtype), "sha256": _digest(a)} for k, a in arrays.items()}
     header = {"format": FORMAT, "arrays": manifest, "optimizer": opt_meta, "meta": meta or {}}
     arrays["__header__"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".ckpt-", suffix=".npz", dir=directory)
+    remove_stale_temps(path)
+    tmp = os.path.join(directory, f"{_temp_prefix(path)}{os.getpid()}.tmp")
     try:
-        with os.fdopen(fd, "wb") as f:
+        with open(tmp, "wb") as f:
             np.savez(f, **arrays)
             f.flush()
             os.fsync(f.fileno())
@@ -60,6 +106,11 @@ def save(path, model, optimizer=None, meta=None):
 
 def read(path):
     """(arrays, header) from `path`, with every array checked against its recorded SHA-256."""
+    if not os.path.isfile(path):
+        raise CheckpointError(f"{path}: no such file" + (" (it is a directory)" if os.path.isdir(path) else ""))
+    with open(path, "rb") as f:
+        if f.read(4) != _ZIP_MAGIC:
+            raise CheckpointError(f"{path}: not a lazytensor checkpoint (not an .npz archive)")
     try:
         with np.load(path, allow_pickle=False) as z:
             if "__header__" not in z.files:

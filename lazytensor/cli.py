@@ -23,27 +23,57 @@ def demo(out=sys.stdout):
 
 
 def _train_parser(sub):
-    from .train import TrainConfig
+    from .train_config import PLAN_DEFAULTS as P
+    from .train_config import TrainConfig
     d = TrainConfig()
-    p = sub.add_parser("train", help="train the char-level GPT (default: tiny config on CPython's pydoc text)")
-    p.add_argument("--config", default=d.config, choices=["tiny", "small"])
-    p.add_argument("--steps", type=int, default=d.steps)
-    p.add_argument("--lr", type=float, default=d.lr)
-    p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--device", default=d.device, help="auto, cpu, virtual, cuda, metal (default: LAZYTENSOR_DEVICE)")
-    p.add_argument("--budget", default=d.budget, help="device memory budget, e.g. 512MB")
-    p.add_argument("--dropout", type=float, default=d.dropout)
-    p.add_argument("--text", default=d.text, help="train on this UTF-8 text file instead of the built-in corpus")
-    p.add_argument("--log-every", type=int, default=d.log_every, help="read the loss every N steps")
-    p.add_argument("--eval-iters", type=int, default=d.eval_iters)
-    p.add_argument("--sample-chars", type=int, default=d.sample_chars)
-    p.add_argument("--png", default=None, help="write the loss curve to this PNG file")
-    p.add_argument("--checkpoint", default=None, help="write model and optimizer state here at the end")
-    p.add_argument("--resume", default=None, help="start from this checkpoint")
+    resumed = "; on --resume, the checkpoint's"
+    p = sub.add_parser("train", help="train the char-level GPT (default: tiny config on CPython's pydoc text)",
+                       description="Train a char-level GPT. Settings of the training plan (config, lr, schedule, "
+                                   "seed, ...) default to the checkpoint's values when resuming.")
+    plan = p.add_argument_group("training plan")
+    plan.add_argument("--config", choices=["tiny", "small"],
+                      help=f"model and batch size: tiny (2 layers, 64 wide) or small (4 layers, 128 wide) "
+                           f"(default: {P['config']}{resumed})")
+    plan.add_argument("--lr", type=float, help=f"peak learning rate, in (0, 1] (default: {P['lr']:g}{resumed})")
+    plan.add_argument("--min-lr-ratio", type=float,
+                      help=f"final learning rate as a fraction of --lr (default: {P['min_lr_ratio']:g}{resumed})")
+    plan.add_argument("--warmup", type=int, help=f"linear warm-up steps (default: {P['warmup']}{resumed})")
+    plan.add_argument("--weight-decay", type=float,
+                      help=f"AdamW weight decay of the matrices (default: {P['weight_decay']:g}{resumed})")
+    plan.add_argument("--grad-clip", type=float,
+                      help=f"clip the gradients' global norm to this (default: {P['grad_clip']:g}{resumed})")
+    plan.add_argument("--dropout", type=float, help=f"dropout probability (default: {P['dropout']:g}{resumed})")
+    plan.add_argument("--seed", type=int, help=f"random seed: weights, batches, dropout (default: {P['seed']}{resumed})")
+    plan.add_argument("--schedule-steps", type=int,
+                      help="length of the learning-rate schedule; later steps use the final rate "
+                           f"(default: --steps{resumed})")
+    p.add_argument("--steps", type=int, default=d.steps,
+                   help=f"train until this many steps are done, counting a resumed checkpoint's (default: {d.steps})")
+    p.add_argument("--device", help="auto, cpu, virtual, cuda, metal (default: LAZYTENSOR_DEVICE, else cpu)")
+    p.add_argument("--budget", help="device memory budget, e.g. 512MB (default: a quarter of the device's free memory)")
+    p.add_argument("--text", help="train on this UTF-8 text file (default: the built-in corpus, CPython's pydoc text)")
+    p.add_argument("--log-every", type=int, default=d.log_every,
+                   help=f"print (and read) the loss every N steps (default: {d.log_every})")
+    p.add_argument("--eval-every", type=int, default=d.eval_every,
+                   help=f"validation loss every N steps, and at the end (default: {d.eval_every})")
+    p.add_argument("--eval-iters", type=int, default=d.eval_iters,
+                   help=f"batches per split in each evaluation (default: {d.eval_iters})")
+    p.add_argument("--sample-chars", type=int, default=d.sample_chars,
+                   help=f"characters to sample after training; 0 for none (default: {d.sample_chars})")
+    p.add_argument("--png", help="write the loss curve to this PNG file (matplotlib if installed, else built in)")
+    p.add_argument("--checkpoint", help="write model, optimizer and data-order state to this .npz file")
+    p.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every,
+                   help=f"with --checkpoint: also write it every N steps; 0 for only at the end (default: "
+                        f"{d.checkpoint_every})")
+    p.add_argument("--resume", help="continue from this checkpoint, exactly where it stopped")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="show a progress bar on stderr (default: when stderr is a terminal)")
 
 
 def main(argv=None):
+    from . import __version__
     parser = argparse.ArgumentParser(prog="lazytensor", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"lazytensor {__version__}")
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("demo", help="build a small lazy graph, print it and its realized result")
     _train_parser(sub)
@@ -52,17 +82,28 @@ def main(argv=None):
         demo()
         return 0
     if args.command == "train":
-        from .train import TrainConfig, run
-        if args.steps <= 0 or args.log_every <= 0:
-            parser.error("--steps and --log-every must be positive")
-        options = {k: v for k, v in vars(args).items() if k != "command"}
-        try:
-            run(TrainConfig(**options))
-        except (ValueError, OSError) as exc:
-            print(f"lazytensor train: error: {exc}", file=sys.stderr)
-            return 2
-        return 0
+        return _train(args)
     parser.error(f"unknown command {args.command}")
+
+
+def _train(args):
+    """Run the training job; exit status 0 done, 1 a NaN loss or an output not written, 2 bad input,
+    130 stopped by Ctrl-C or SIGTERM."""
+    from .train import TrainConfig, run
+    options = {k: v for k, v in vars(args).items() if k != "command"}
+    try:
+        result = run(TrainConfig(**options))
+    except (ValueError, OSError) as exc:  # TrainError, CheckpointError, a bad --budget, an unreadable file
+        print(f"lazytensor train: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("lazytensor train: stopped at once (nothing written)", file=sys.stderr)
+        return 130
+    if "message" in result:
+        print(f"lazytensor train: {result['message']}", file=sys.stderr)
+    if result["status"] == "interrupted":
+        return 130
+    return 1 if result["status"] == "nonfinite" or result["errors"] else 0
 
 
 if __name__ == "__main__":

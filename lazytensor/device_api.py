@@ -32,6 +32,12 @@ def devices():
     return _devices.describe()
 
 
+def kernel_cache_dir(kind="numba"):
+    """Where compiled kernels are kept between runs: LAZYTENSOR_CACHE_DIR, else ~/.cache/lazytensor
+    (or $XDG_CACHE_HOME/lazytensor), one folder per `kind` ("numba", "fused", "cuda")."""
+    return _devices.kernel_cache_dir(kind)
+
+
 def set_memory_budget(budget):
     """Cap the bytes resident on the device (int, or a string like "512MB"/"2GiB"); evicts down to it now."""
     nbytes = parse_bytes(budget)

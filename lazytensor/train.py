@@ -1,6 +1,13 @@
-"""The training job behind `lazytensor train`: a char-level GPT on a text, with progress, evaluation,
-a sample, the transfer summary and residency stats, and optional loss-curve PNG and checkpoint."""
-import dataclasses
+"""The training job behind `lazytensor train`: a char-level GPT on a text, with progress, periodic
+validation and checkpoints, exact resumption, a clean stop on Ctrl-C, a sample, the transfer summary,
+residency stats and a loss-curve PNG.
+
+Every input and output path and every setting is checked before anything is built; a loss that turns
+NaN or infinite stops the run and leaves the last good checkpoint in place.
+"""
+import collections
+import math
+import os
 import sys
 import time
 
@@ -8,32 +15,14 @@ import numpy as np
 
 from . import autograd, checkpoint, nn, optim
 from .data import CharDataset, default_corpus
-from .device_api import get_device, profile, residency_stats, set_device, set_memory_budget
+from .device_api import get_device, kernel_cache_dir, profile, residency_stats, set_device, set_memory_budget
 from .evaluation import realize
 from .models.gpt import CONFIGS, GPT, GPTConfig
-from .random import manual_seed
+from .random import get_rng_state, manual_seed, set_rng_state
+from .stop_request import StopRequest
+from .train_config import TrainConfig, TrainError, check, plan_of, resolve  # noqa: F401 (TrainConfig: API)
 
-
-@dataclasses.dataclass
-class TrainConfig:
-    config: str = "tiny"
-    steps: int = 300
-    lr: float = 3e-3
-    min_lr_ratio: float = 0.1
-    warmup: int = 20
-    weight_decay: float = 0.1
-    grad_clip: float = 1.0
-    seed: int = 1337
-    device: str = None
-    budget: str = None
-    dropout: float = 0.0
-    text: str = None
-    log_every: int = 25
-    eval_iters: int = 10
-    sample_chars: int = 200
-    png: str = None
-    checkpoint: str = None
-    resume: str = None
+EVAL_SEED = 20240601  # every evaluation draws the same batches, and leaves the training draws untouched
 
 
 def train_step(model, opt, params, x, y, grad_clip):
@@ -48,6 +37,7 @@ def train_step(model, opt, params, x, y, grad_clip):
 
 def build(cfg, data):
     """The model (on the active device), its optimizer with decay/no-decay groups, and the schedule."""
+    cfg = resolve(cfg)
     sizes = dict(CONFIGS[cfg.config])
     sizes.pop("batch_size")
     model = GPT(GPTConfig(vocab_size=data.vocab_size, dropout=cfg.dropout, **sizes))
@@ -57,75 +47,223 @@ def build(cfg, data):
     no_decay = [p for p in model.parameters() if p.ndim < 2]
     opt = optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
                        {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.99))
-    sched = optim.CosineWarmupLR(opt, cfg.warmup, cfg.steps, min_lr=cfg.lr * cfg.min_lr_ratio)
+    sched = optim.CosineWarmupLR(opt, cfg.warmup, cfg.schedule_steps, min_lr=cfg.lr * cfg.min_lr_ratio)
     return model, opt, sched
 
 
 def evaluate(model, data, batch_size, block_size, iters):
-    """Mean loss over `iters` seeded batches of each split (no gradients, eval mode)."""
+    """Mean loss over `iters` fixed batches of each split (no gradients, eval mode, RNG left as found)."""
+    state = get_rng_state()
+    manual_seed(EVAL_SEED)
     model.eval()
     out = {}
-    with autograd.no_grad():
-        for split in ("train", "val"):
-            losses = [model(*data.batch(split, batch_size, block_size))[1] for _ in range(iters)]
-            realize(*losses)
-            out[split] = float(np.mean([loss.item() for loss in losses]))
-    model.train()
+    try:
+        with autograd.no_grad():
+            for split in ("train", "val"):
+                losses = [model(*data.batch(split, batch_size, block_size))[1] for _ in range(iters)]
+                realize(*losses)
+                out[split] = float(np.mean([loss.item() for loss in losses]))
+    finally:
+        model.train()
+        set_rng_state(state)
     return out
 
 
-def run(cfg, out=sys.stdout):
-    """Train, report, and return a dict of what happened (losses, timings, stats)."""
-    if cfg.config not in CONFIGS:
-        raise ValueError(f"unknown config {cfg.config!r}; choose one of {sorted(CONFIGS)}")
+def _read_text(path):
+    if not path:
+        return default_corpus()
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except UnicodeDecodeError as exc:
+        raise TrainError(f"--text {path}: not UTF-8 text (byte {exc.start} cannot be decoded)") from None
+
+
+def _dataset(text, cfg, block):
+    """The dataset, once both splits are known to hold a batch (checked before training starts)."""
+    if len(text) < 10:
+        raise TrainError(f"--text {cfg.text}: {len(text)} characters are too few to train on")
+    data = CharDataset(text)
+    need = math.ceil((block + 2) / 0.1) + 1  # the validation split is the last tenth
+    for split in ("train", "val"):
+        if len(getattr(data, split)) <= block + 1:
+            source = f"--text {cfg.text}" if cfg.text else "the corpus"
+            raise TrainError(f"{source}: {len(text):,} characters leave {len(getattr(data, split)):,} for "
+                             f"the {split} split, fewer than the {block + 2} a block of {block} needs; "
+                             f"use a text of at least {need:,} characters or --config tiny")
+    return data
+
+
+def _resume_point(cfg):
+    """(meta, plan saved in the checkpoint) for --resume, checked against this run's --steps."""
+    if not cfg.resume:
+        return None, None
+    _, header = checkpoint.read(cfg.resume)
+    meta = header.get("meta", {})
+    saved = {"config": meta.get("config"), **meta.get("plan", {})}
+    done = int(meta.get("step", 0))
+    if cfg.steps <= done:
+        raise TrainError(f"--resume {cfg.resume}: the checkpoint is at step {done}; --steps {cfg.steps} would "
+                         f"train nothing (give --steps above {done})")
+    return meta, saved
+
+
+def _first_run_note(out):
+    folder = kernel_cache_dir("numba")
+    if not (os.path.isdir(folder) and os.listdir(folder)):
+        print(f"first run on this machine: step 0 compiles the CPU kernels (10-20 s; kept in {folder} "
+              "for later runs)", file=out, flush=True)
+
+
+def _progress(cfg, start, show):
+    if show is None:
+        show = sys.stderr.isatty()
+    if not show:
+        return None
+    from tqdm import tqdm
+    return tqdm(total=cfg.steps, initial=start, unit="step", file=sys.stderr, dynamic_ncols=True,
+                mininterval=0.5, leave=False)
+
+
+class _Run:
+    """What one `run` carries between its parts: settings, data, model, history, outputs written."""
+
+    def __init__(self, cfg, out):
+        self.cfg, self.out = cfg, out
+        self.history = {"steps": [], "loss": [], "val_steps": [], "val_loss": []}
+        self.step_times = collections.deque(maxlen=1000)
+        self.saved_step = None  # the step of the newest good checkpoint (this run's or the resumed one)
+        self.errors = []
+
+    def say(self, line, bar=None):
+        if bar is not None:
+            bar.write(line, file=self.out)
+        else:
+            print(line, file=self.out, flush=True)
+
+    def save(self, model, opt, data, completed, rng_state):
+        meta = {"step": completed, "config": self.cfg.config, "vocab": "".join(data.chars),
+                "plan": plan_of(self.cfg), "rng": rng_state, "history": self.history}
+        checkpoint.save(self.cfg.checkpoint, model, opt, meta=meta, require_finite=True)
+        self.saved_step = completed
+
+
+def run(cfg, out=None):
+    """Train, report (to `out`, default stdout), and return a dict of what happened: "status" ("done",
+    "interrupted" or "nonfinite"), losses, timings, stats. Bad settings raise TrainError first."""
+    out = sys.stdout if out is None else out
+    check(cfg)
+    meta, saved = _resume_point(cfg)
+    cfg = resolve(cfg, saved)
     if cfg.device is not None:
         set_device(cfg.device)
     if cfg.budget is not None:
         set_memory_budget(cfg.budget)
     manual_seed(cfg.seed)
-    if cfg.text:
-        with open(cfg.text, encoding="utf-8") as f:
-            text = f.read()
-    else:
-        text = default_corpus()
-    data = CharDataset(text)
     batch_size, block = CONFIGS[cfg.config]["batch_size"], CONFIGS[cfg.config]["block_size"]
+    data = _dataset(_read_text(cfg.text), cfg, block)
+    state = _Run(cfg, out)
+    if meta is not None and meta.get("vocab") not in (None, "".join(data.chars)):
+        raise TrainError(f"--resume {cfg.resume}: the checkpoint was trained on a text with another vocabulary "
+                         f"({len(meta['vocab'])} characters; this text has {data.vocab_size}); "
+                         "pass the same --text")
     device = get_device()
     model, opt, sched = build(cfg, data)
-    start_step = 0
-    if cfg.resume:
-        meta = checkpoint.load(cfg.resume, model, opt)
-        start_step = int(meta.get("step", 0))
-        sched.last_step = start_step
+    start = 0
+    if meta is not None:
+        checkpoint.load(cfg.resume, model, opt)
+        start = state.saved_step = int(meta["step"])
+        if "rng" in meta:
+            set_rng_state(meta["rng"])
+        sched.last_step = start
         sched._apply()
+        state.history = {k: list(v) for k, v in {**state.history, **meta.get("history", {})}.items()}
     params = list(model.parameters())
-    print(f"lazytensor train: config {cfg.config} ({model.num_parameters():,} parameters, "
-          f"{len(data.train):,} training chars, vocab {data.vocab_size}), device {device}, "
-          f"{cfg.steps} steps, batch {batch_size} x {block}", file=out)
-    history = {"steps": [], "loss": []}
-    step_times = []
-    with profile() as prof:
-        window_start, window_steps = time.perf_counter(), 0
-        for step in range(start_step, cfg.steps):
-            t0 = time.perf_counter()
-            x, y = data.batch("train", batch_size, block)
-            if device != "cpu":
-                x.to(device)
-                y.to(device)
-            loss = train_step(model, opt, params, x, y, cfg.grad_clip)
-            sched.step()
-            step_times.append(time.perf_counter() - t0)
-            window_steps += 1
-            if step % cfg.log_every == 0 or step == cfg.steps - 1:
-                value = loss.item()  # the only host read of the step, every log_every steps
-                history["steps"].append(step)
-                history["loss"].append(value)
-                elapsed = time.perf_counter() - window_start
-                ms = 1e3 * elapsed / window_steps
-                print(f"step {step:5d} | loss {value:.4f} | {batch_size * block * window_steps / elapsed:9,.0f} "
-                      f"tok/s | {ms:7.1f} ms/step | lr {sched.get_last_lr()[0]:.2e}", file=out, flush=True)
-                window_start, window_steps = time.perf_counter(), 0
+    resumed = f", resuming at step {start} from {cfg.resume}" if meta is not None else ""
+    state.say(f"lazytensor train: config {cfg.config} ({model.num_parameters():,} parameters, "
+              f"{len(data.train):,} training chars, vocab {data.vocab_size}), device {device}, "
+              f"{cfg.steps} steps, batch {batch_size} x {block}{resumed}")
+    _first_run_note(out)
+    status, bad_value, step = "done", None, start - 1
+    bar = _progress(cfg, start, cfg.progress)
+    try:
+        with profile() as prof, StopRequest() as stop:
+            window_start, window_steps = time.perf_counter(), 0
+            for step in range(start, cfg.steps):
+                t0 = time.perf_counter()
+                x, y = data.batch("train", batch_size, block)
+                if device != "cpu":
+                    x.to(device)
+                    y.to(device)
+                loss = train_step(model, opt, params, x, y, cfg.grad_clip)
+                sched.step()
+                state.step_times.append(time.perf_counter() - t0)
+                window_steps += 1
+                completed = step + 1
+                log = step % cfg.log_every == 0 or completed == cfg.steps
+                save = bool(cfg.checkpoint and cfg.checkpoint_every and completed % cfg.checkpoint_every == 0)
+                if log or save or stop.requested:
+                    value = loss.item()  # the only host read of a step, and only on these steps
+                    if not math.isfinite(value):
+                        status, bad_value = "nonfinite", value
+                        break
+                if log:
+                    state.history["steps"].append(step)
+                    state.history["loss"].append(value)
+                    elapsed = time.perf_counter() - window_start
+                    tok_s = batch_size * block * window_steps / elapsed
+                    state.say(f"step {step:5d} | loss {value:.4f} | {tok_s:9,.0f} tok/s | "
+                              f"{1e3 * elapsed / window_steps:7.1f} ms/step | lr {sched.get_last_lr()[0]:.2e}", bar)
+                    if bar is not None:
+                        bar.set_postfix_str(f"loss {value:.4f}, {tok_s:,.0f} tok/s")
+                    window_start, window_steps = time.perf_counter(), 0
+                if completed % cfg.eval_every == 0 and completed != cfg.steps and not stop.requested:
+                    val = evaluate(model, data, batch_size, block, cfg.eval_iters)["val"]
+                    state.history["val_steps"].append(step)
+                    state.history["val_loss"].append(val)
+                    state.say(f"step {step:5d} | val loss {val:.4f}", bar)
+                if save and not stop.requested:
+                    try:
+                        state.save(model, opt, data, completed, get_rng_state())
+                    except checkpoint.NonFiniteError:
+                        status, bad_value = "nonfinite", float("nan")
+                        break
+                if bar is not None:
+                    bar.update(1)
+                if stop.requested:
+                    status = "interrupted"
+                    break
+    finally:
+        if bar is not None:
+            bar.close()
+    result = {"status": status, "history": state.history, "steps_done": step + 1 if status != "nonfinite" else step,
+              "transfers": prof.transfers, "profile": prof, "model": model, "errors": state.errors,
+              "median_step_ms": 1e3 * float(np.median(list(state.step_times)[1:] or list(state.step_times) or [0]))}
+    if status == "nonfinite":
+        kept = (f"the last good checkpoint (step {state.saved_step}) is kept in {cfg.checkpoint}"
+                if state.saved_step is not None and cfg.checkpoint else "no checkpoint was written")
+        result["message"] = (f"the loss became {bad_value} at step {step}: stopped; {kept}. "
+                             f"Try a lower --lr (now {cfg.lr:g}) or --grad-clip (now {cfg.grad_clip:g})")
+        _write_png(state, cfg, None)
+        return result
+    if cfg.checkpoint:
+        _write(state, "checkpoint", lambda: state.save(model, opt, data, step + 1, get_rng_state()))
+    if status == "interrupted":
+        written = (f"checkpoint written to {cfg.checkpoint} (continue with --resume {cfg.checkpoint})"
+                   if state.saved_step == step + 1 else "no --checkpoint given, nothing saved")
+        result["message"] = f"stopped by {stop.requested} after step {step} of {cfg.steps}: {written}"
+        _write_png(state, cfg, None)
+        return result
+    _report(state, result, model, data, batch_size, block, prof)
+    return result
+
+
+def _report(state, result, model, data, batch_size, block, prof):
+    """After training: final losses, a sample, the transfer summary, residency stats, the PNG."""
+    cfg, out = state.cfg, state.out
     losses = evaluate(model, data, batch_size, block, cfg.eval_iters)
+    state.history["val_steps"].append(cfg.steps - 1)
+    state.history["val_loss"].append(losses["val"])
     unigram = data.unigram_loss("val")
     print(f"\nfinal loss: train {losses['train']:.4f}, val {losses['val']:.4f} "
           f"(unigram baseline on val: {unigram:.4f} nats/char)", file=out)
@@ -135,22 +273,39 @@ def run(cfg, out=sys.stdout):
         ids = model.generate(prompt, cfg.sample_chars, temperature=0.8).numpy()[0]
         sample = data.decode(ids)
         print("\nsample:\n" + sample + "\n", file=out)
-    print("transfers during training (loss read every "
-          f"{cfg.log_every} steps):", file=out)
+    print(f"transfers during training (loss read every {cfg.log_every} steps):", file=out)
     prof.summary(file=out)
     stats = residency_stats()
     print("residency stats:", {k: v for k, v in stats.items() if k != "devices"}, file=out)
     for name, d in stats["devices"].items():
         print(f"  {name}: {d}", file=out)
-    if cfg.png:
-        from .plot import loss_curve
-        loss_curve(cfg.png, {"train loss": (history["steps"], history["loss"]),
-                             "val loss": ([cfg.steps - 1], [losses["val"]])})
-        print(f"loss curve written to {cfg.png}", file=out)
-    if cfg.checkpoint:
-        checkpoint.save(cfg.checkpoint, model, opt, meta={"step": cfg.steps, "config": cfg.config,
-                                                          "vocab": "".join(data.chars)})
+    if cfg.checkpoint and state.saved_step == cfg.steps:
         print(f"checkpoint written to {cfg.checkpoint}", file=out)
-    median_ms = 1e3 * float(np.median(step_times[1:] if len(step_times) > 1 else step_times)) if step_times else 0.0
-    return {"history": history, "final": losses, "unigram_val": unigram, "sample": sample,
-            "median_step_ms": median_ms, "transfers": prof.transfers, "profile": prof, "model": model}
+    _write_png(state, cfg, unigram)
+    print(f"median step {result['median_step_ms']:.1f} ms", file=out)
+    result.update({"final": losses, "unigram_val": unigram, "sample": sample})
+
+
+def _write(state, what, action):
+    """Run one output's writer; a failure is reported and recorded, and the other outputs still go out."""
+    try:
+        action()
+        return True
+    except (OSError, ValueError) as exc:
+        state.errors.append(f"{what} not written: {exc}")
+        print(f"lazytensor train: error: {what} not written: {exc}", file=sys.stderr)
+        return False
+
+
+def _write_png(state, cfg, unigram):
+    if not cfg.png or not state.history["steps"]:
+        return
+    from .plot import loss_curve
+    h = state.history
+    series = {"train loss": (h["steps"], h["loss"])}
+    if h["val_steps"]:
+        series["val loss"] = (h["val_steps"], h["val_loss"])
+    references = {"unigram baseline": unigram} if unigram is not None else {}
+    title = f"lazytensor train: {cfg.config}, {cfg.steps} steps"
+    if _write(state, "loss curve", lambda: loss_curve(cfg.png, series, references, title=title)):
+        print(f"loss curve written to {cfg.png}", file=state.out)

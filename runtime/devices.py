@@ -8,11 +8,17 @@ import os
 import sys
 import weakref
 
+from ..kernels.cache import cache_path
 from .backends.numpy_backend import NumpyBackend
 
 NAMES = ("auto", "cuda", "metal", "virtual", "cpu")
 VIRTUAL_REASON = ("a separate memory arena in host RAM with real copies, a budget and eviction; for testing "
                   "and rehearsing a GPU run's transfers; not acceleration (slower than the CPU path)")
+
+
+def kernel_cache_dir(kind="numba"):
+    """The folder where compiled kernels of `kind` (numba, fused, cuda) are kept between processes."""
+    return cache_path(kind)
 
 
 def _host_chain():

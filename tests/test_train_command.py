@@ -1,0 +1,229 @@
+"""`lazytensor train` as a user runs it: bad input refused before training, periodic checkpoints, exact
+resumption, Ctrl-C / SIGTERM / SIGKILL, a NaN loss, outputs written independently, help and version."""
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import lazytensor as lt
+from lazytensor import checkpoint, cli, train
+from lazytensor.data import CharDataset, default_corpus
+from lazytensor.train import TrainConfig, build, run
+
+FAST = ["--eval-iters", "1", "--sample-chars", "0"]
+
+
+def _cli(capsys, *args):
+    """Run the command in this process; (exit status, stdout, stderr)."""
+    code = cli.main(["train", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture
+def small_checkpoint(tmp_path):
+    """A checkpoint of the 'small' config at step 50 (never trained: only its header matters here)."""
+    lt.manual_seed(0)
+    data = CharDataset(default_corpus())
+    model, opt, _ = build(TrainConfig(config="small"), data)
+    path = tmp_path / "small.npz"
+    checkpoint.save(str(path), model, opt, meta={"step": 50, "config": "small", "vocab": "".join(data.chars)})
+    return path
+
+
+def _bad_inputs(tmp_path, small_checkpoint):
+    short = tmp_path / "short.txt"
+    short.write_text("x" * 200)
+    note = tmp_path / "note.txt"
+    note.write_text("hello")
+    return [
+        (["--text", str(tmp_path / "missing.txt")], "--text .*missing.txt: no such file"),
+        (["--text", str(short)], "200 characters leave 20 for the val split, fewer than the 66 a block of 64 needs"),
+        (["--lr", "nan"], r"--lr nan: must be a finite number"),
+        (["--lr", "1e9"], r"--lr 1e\+09: must be in \(0, 1\]"),
+        (["--lr", "0"], r"--lr 0: must be in \(0, 1\]"),
+        (["--eval-iters", "0"], r"--eval-iters 0: must be in \[1, inf\)"),
+        (["--sample-chars", "-5"], r"--sample-chars -5: must be in \[0, inf\)"),
+        (["--steps", "0"], r"--steps 0: must be in \[1, inf\)"),
+        (["--dropout", "1.5"], r"--dropout 1.5: must be in \[0, 0.95\]"),
+        (["--checkpoint", "/nonexistent/dir/c.npz"], "--checkpoint /nonexistent/dir/c.npz: the folder /nonexistent/dir "
+                                                     "does not exist"),
+        (["--png", str(tmp_path)], "--png .*: is a directory"),
+        (["--resume", str(tmp_path / "gone.npz")], "--resume .*gone.npz: no such file"),
+        (["--resume", str(note)], "note.txt: not a lazytensor checkpoint"),
+        (["--config", "tiny", "--steps", "60", "--resume", str(small_checkpoint)],
+         "the checkpoint is config 'small', this run is config 'tiny'"),
+        (["--steps", "30", "--resume", str(small_checkpoint)],
+         "the checkpoint is at step 50; --steps 30 would train nothing"),
+        (["--budget", "lots"], "cannot read 'lots' as a number of bytes"),
+    ]
+
+
+def test_every_bad_input_is_refused_before_training_with_a_message_naming_it(tmp_path, small_checkpoint, capsys):
+    for args, message in _bad_inputs(tmp_path, small_checkpoint):
+        code, out, err = _cli(capsys, *FAST, *args)
+        assert code == 2, (args, err)
+        assert err.startswith("lazytensor train: error: ") and len(err.strip().splitlines()) == 1, err
+        assert __import__("re").search(message, err), (message, err)
+        assert "step     0" not in out  # refused before the first step
+        assert "pickle" not in err
+
+
+def test_help_shows_each_flags_default_and_version_prints_it(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for flag, default in [("--lr", "0.003"), ("--steps", "300"), ("--checkpoint-every", "100"),
+                          ("--eval-every", "100"), ("--config", "tiny"), ("--seed", "1337"), ("--log-every", "25")]:
+        assert flag in text and f"(default: {default}" in text, flag
+    with pytest.raises(SystemExit):
+        cli.main(["--version"])
+    assert capsys.readouterr().out.strip() == f"lazytensor {lt.__version__}"
+
+
+def _losses_by_step(history):
+    return {s: np.float64(v).tobytes() for s, v in zip(history["steps"], history["loss"])}
+
+
+def _params(model):
+    return {k: v.numpy().tobytes() for k, v in model.state_dict().items()}
+
+
+@pytest.mark.parametrize("device", ["cpu", "virtual"])
+def test_training_half_then_resuming_equals_training_straight_through(tmp_path, device):
+    kw = dict(eval_iters=1, sample_chars=0, log_every=4, eval_every=8, device=device, dropout=0.1)
+    straight = run(TrainConfig(steps=24, **kw), out=io.StringIO())
+    ck = str(tmp_path / "half.npz")
+    first = run(TrainConfig(steps=12, schedule_steps=24, checkpoint=ck, **kw), out=io.StringIO())
+    assert first["status"] == "done" and checkpoint.read(ck)[1]["meta"]["step"] == 12
+    resumed = run(TrainConfig(steps=24, resume=ck, **kw), out=io.StringIO())
+    a, b = _losses_by_step(straight["history"]), _losses_by_step(resumed["history"])
+    assert set(a) <= set(b) and all(a[s] == b[s] for s in a)  # the resumed run logged step 11 as well
+    assert straight["history"]["val_loss"] == resumed["history"]["val_loss"]
+    assert _params(straight["model"]) == _params(resumed["model"])
+
+
+def test_periodic_checkpoints_are_written_every_n_steps(tmp_path, monkeypatch):
+    written = []
+    real = checkpoint.save
+    monkeypatch.setattr(checkpoint, "save", lambda path, m, o, meta, **k: (written.append(meta["step"]),
+                                                                          real(path, m, o, meta=meta, **k)))
+    run(TrainConfig(steps=7, checkpoint_every=3, checkpoint=str(tmp_path / "c.npz"), eval_iters=1,
+                    sample_chars=0), out=io.StringIO())
+    assert written == [3, 6, 7]
+
+
+def test_a_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
+    real_step = train.train_step
+    calls = []
+
+    def step_that_diverges(model, opt, params, x, y, clip):
+        calls.append(1)
+        loss = real_step(model, opt, params, x, y, clip)
+        return loss * float("nan") if len(calls) >= 8 else loss
+    monkeypatch.setattr(train, "train_step", step_that_diverges)
+    ck = tmp_path / "c.npz"
+    r = run(TrainConfig(steps=20, log_every=1, checkpoint=str(ck), checkpoint_every=3, eval_iters=1,
+                        sample_chars=0), out=io.StringIO())
+    assert r["status"] == "nonfinite"
+    assert "the loss became nan at step 7" in r["message"] and "last good checkpoint (step 6)" in r["message"]
+    assert checkpoint.read(str(ck))[1]["meta"]["step"] == 6
+    assert all(np.isfinite(r["history"]["loss"]))
+
+
+def test_a_failing_output_does_not_stop_the_others(tmp_path, monkeypatch, capsys):
+    import lazytensor.plot as plot
+
+    def broken(*a, **k):
+        raise OSError("disk full")
+    monkeypatch.setattr(plot, "loss_curve", broken)
+    ck = tmp_path / "c.npz"
+    code, out, err = _cli(capsys, "--steps", "2", "--png", str(tmp_path / "l.png"), "--checkpoint", str(ck), *FAST)
+    assert code == 1 and "loss curve not written: disk full" in err
+    assert checkpoint.read(str(ck))[1]["meta"]["step"] == 2
+
+
+def test_stale_temporary_files_of_killed_writers_are_removed(tmp_path):
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(gone.stdout)
+    stale = tmp_path / f".c.npz.{dead_pid}.tmp"
+    stale.write_bytes(b"half a checkpoint")
+    alive = tmp_path / f".c.npz.{os.getppid()}.tmp"  # a writer that is still running: left alone
+    alive.write_bytes(b"in progress")
+    lt.manual_seed(0)
+    model, _, _ = build(TrainConfig(), CharDataset("abcdefghij" * 50))
+    checkpoint.save(str(tmp_path / "c.npz"), model)
+    assert not stale.exists() and alive.exists()
+
+
+def test_first_run_note_names_the_kernel_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAZYTENSOR_CACHE_DIR", str(tmp_path / "empty-cache"))
+    out = io.StringIO()
+    run(TrainConfig(steps=1, eval_iters=1, sample_chars=0), out=out)
+    assert f"first run on this machine: step 0 compiles the CPU kernels" in out.getvalue()
+    assert str(tmp_path / "empty-cache") in out.getvalue()
+
+
+def test_progress_bar_goes_to_stderr_with_rate_and_loss(capsys):
+    run(TrainConfig(steps=3, log_every=1, eval_iters=1, sample_chars=0, progress=True))
+    captured = capsys.readouterr()
+    assert "step/s" in captured.err or "s/step" in captured.err
+    assert "tok/s" in captured.err and "step     0 | loss" in captured.out
+
+
+def _start_training(tmp_path, *extra):
+    env = {k: v for k, v in os.environ.items() if k != "LAZYTENSOR_DEVICE"}
+    return subprocess.Popen([sys.executable, "-m", "lazytensor", "train", "--steps", "100000", "--log-every", "1",
+                             *FAST, *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path, env=env)
+
+
+def _wait_for_step(proc, n, timeout=240):
+    """Read the child's progress lines until step n is printed."""
+    deadline = time.monotonic() + timeout
+    lines = []
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        lines.append(line)
+        if line.startswith(f"step {n:5d} | loss"):
+            return lines
+        assert line or proc.poll() is None, "".join(lines) + proc.stderr.read()
+    raise AssertionError("training did not reach step %d:\n%s" % (n, "".join(lines)))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_finishes_the_step_writes_the_checkpoint_and_exits_130(tmp_path, sig):
+    ck = tmp_path / "c.npz"
+    proc = _start_training(tmp_path, "--checkpoint", str(ck), "--checkpoint-every", "0")
+    _wait_for_step(proc, 3)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"lazytensor train: stopped by {sig.name} after step ")
+    assert f"checkpoint written to {ck} (continue with --resume {ck})" in last
+    stopped_after = int(last.split("after step ")[1].split()[0])
+    assert checkpoint.read(str(ck))[1]["meta"]["step"] == stopped_after + 1
+    resumed = run(TrainConfig(steps=stopped_after + 3, resume=str(ck), eval_iters=1, sample_chars=0),
+                  out=io.StringIO())
+    assert resumed["status"] == "done" and resumed["history"]["steps"][-1] == stopped_after + 2
+
+
+def test_sigkill_during_training_leaves_the_last_periodic_checkpoint_intact(tmp_path):
+    ck = tmp_path / "c.npz"
+    proc = _start_training(tmp_path, "--checkpoint", str(ck), "--checkpoint-every", "2")
+    _wait_for_step(proc, 7)
+    proc.kill()
+    proc.communicate(timeout=60)
+    step = checkpoint.read(str(ck))[1]["meta"]["step"]
+    assert step >= 6 and step % 2 == 0
+    resumed = run(TrainConfig(steps=step + 2, resume=str(ck), checkpoint=str(ck), eval_iters=1, sample_chars=0),
+                  out=io.StringIO())
+    assert resumed["status"] == "done"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file stays
