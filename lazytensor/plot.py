@@ -35,9 +35,12 @@ def nice_ticks(lo, hi, count=6):
     """Round-number ticks (steps of 1, 2 or 5 times a power of ten) covering [lo, hi]."""
     if hi <= lo:
         hi = lo + 1.0
-    raw = (hi - lo) / max(count - 1, 1)
-    power = 10.0 ** math.floor(math.log10(raw))
-    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw - 1e-12)
+    power = 10.0 ** math.floor(math.log10((hi - lo) / max(count - 1, 1)))
+
+    def ticks_with(step):
+        return math.ceil(hi / step - 1e-9) - math.floor(lo / step + 1e-9) + 1
+
+    step = min((m * power for m in (1, 2, 5, 10)), key=lambda st: abs(ticks_with(st) - count))
     first = math.floor(lo / step + 1e-9) * step
     ticks = []
     v = first

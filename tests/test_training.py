@@ -165,7 +165,8 @@ def test_checkpoint_writes_are_atomic(tmp_path, data, monkeypatch):
 def test_loss_curve_ticks_are_round_numbers_covering_the_data():
     from lazytensor.plot import nice_ticks
     assert nice_ticks(0, 299)[0] == [0, 50, 100, 150, 200, 250, 300]
-    assert nice_ticks(1.52, 4.61)[0] == [1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0]
+    assert nice_ticks(1.52, 4.61)[0] == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert nice_ticks(0.2, 0.9)[0] == [0.2, 0.4, 0.6, 0.8, 1.0]
 
 
 @pytest.mark.parametrize("engine", ["builtin", "matplotlib"])
