@@ -97,7 +97,7 @@ def _train(args):
         print(f"lazytensor train: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("lazytensor train: stopped at once (nothing written)", file=sys.stderr)
+        print("lazytensor train: stopped at once (checkpoints already written are kept)", file=sys.stderr)
         return 130
     if "message" in result:
         print(f"lazytensor train: {result['message']}", file=sys.stderr)

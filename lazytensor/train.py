@@ -51,15 +51,15 @@ def build(cfg, data):
     return model, opt, sched
 
 
-def evaluate(model, data, batch_size, block_size, iters):
+def evaluate(model, data, batch_size, block_size, iters, splits=("train", "val")):
     """Mean loss over `iters` fixed batches of each split (no gradients, eval mode, RNG left as found)."""
     state = get_rng_state()
-    manual_seed(EVAL_SEED)
     model.eval()
     out = {}
     try:
         with autograd.no_grad():
-            for split in ("train", "val"):
+            for split in splits:
+                manual_seed(EVAL_SEED + ("train", "val").index(split))  # a split's batches never vary
                 losses = [model(*data.batch(split, batch_size, block_size))[1] for _ in range(iters)]
                 realize(*losses)
                 out[split] = float(np.mean([loss.item() for loss in losses]))
@@ -218,7 +218,7 @@ def run(cfg, out=None):
                         bar.set_postfix_str(f"loss {value:.4f}, {tok_s:,.0f} tok/s")
                     window_start, window_steps = time.perf_counter(), 0
                 if completed % cfg.eval_every == 0 and completed != cfg.steps and not stop.requested:
-                    val = evaluate(model, data, batch_size, block, cfg.eval_iters)["val"]
+                    val = evaluate(model, data, batch_size, block, cfg.eval_iters, ("val",))["val"]
                     state.history["val_steps"].append(step)
                     state.history["val_loss"].append(val)
                     state.say(f"step {step:5d} | val loss {val:.4f}", bar)
