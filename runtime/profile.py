@@ -93,10 +93,11 @@ class Profile:
         for name, d in s["devices"].items():
             lines.append(f"device {name}: peak {d['peak_bytes']:,} B, resident now {d['bytes_resident']:,} B, "
                          f"budget {d['budget']:,} B, kernels sent elsewhere for memory {d['memory_fallbacks']}")
-        dropped = s["records_dropped"]
-        if dropped["transfers"] or dropped["kernels"]:
-            lines.append(f"(totals are exact; the oldest {dropped['transfers']:,} copy and {dropped['kernels']:,} "
-                         f"kernel records were not kept: LAZYTENSOR_LOG_RECORDS sets how many are)")
+        dropped = [f"{n:,} {what} records" for what, n in (("copy", s["records_dropped"]["transfers"]),
+                                                              ("kernel", s["records_dropped"]["kernels"])) if n]
+        if dropped:
+            lines.append(f"(totals are exact; the oldest {' and '.join(dropped)} were not kept: "
+                         "LAZYTENSOR_LOG_RECORDS sets how many are)")
         text = "\n".join(lines)
         print(text, file=file or sys.stdout)
         return text

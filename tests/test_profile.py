@@ -107,7 +107,7 @@ def test_profile_totals_and_summary_stay_exact_when_records_are_dropped(virtual,
     assert p.stats["kernels_by_backend"] == {"virtual": 30}  # exp, mul, sum each time
     assert p.stats["records_dropped"] == {"transfers": 17, "kernels": 27}
     text = p.summary(file=open("/dev/null", "w"))
-    assert "operand-upload" in text and "     10" in text and "oldest 17 copy and 27 kernel records" in text
+    assert "operand-upload" in text and "     10" in text and "oldest 17 copy records and 27 kernel records were not kept" in text
 
 
 def test_transfer_log_capacity_rejects_a_negative_size():
