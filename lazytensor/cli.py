@@ -1,5 +1,6 @@
 """The `lazytensor` command. `lazytensor demo` builds a small graph, prints it, then realizes it."""
 import argparse
+import os
 import sys
 
 
@@ -93,6 +94,9 @@ def _train(args):
     options = {k: v for k, v in vars(args).items() if k != "command"}
     try:
         result = run(TrainConfig(**options))
+    except BrokenPipeError:  # `lazytensor train | head`: the reader left; stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except (ValueError, OSError) as exc:  # TrainError, CheckpointError, a bad --budget, an unreadable file
         print(f"lazytensor train: error: {exc}", file=sys.stderr)
         return 2

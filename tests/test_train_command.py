@@ -227,3 +227,12 @@ def test_sigkill_during_training_leaves_the_last_periodic_checkpoint_intact(tmp_
                   out=io.StringIO())
     assert resumed["status"] == "done"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file stays
+
+
+def test_piping_into_a_reader_that_leaves_stops_quietly(tmp_path):
+    proc = _start_training(tmp_path)
+    proc.stdout.readline()
+    proc.stdout.close()  # `lazytensor train | head -1`
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141
+    assert "Traceback" not in err and "error" not in err
