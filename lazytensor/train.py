@@ -19,6 +19,7 @@ from .device_api import get_device, kernel_cache_dir, profile, residency_stats, 
 from .evaluation import realize
 from .models.gpt import CONFIGS, GPT, GPTConfig
 from .random import get_rng_state, manual_seed, set_rng_state
+from .runtime import devices
 from .stop_request import StopRequest
 from .train_config import TrainConfig, TrainError, check, plan_of, resolve  # noqa: F401 (TrainConfig: API)
 
@@ -109,6 +110,8 @@ def _resume_point(cfg):
 
 
 def _first_run_note(out):
+    if not any(backend.name == "numba" for backend in devices.chain()):
+        return  # numba is off (LAZYTENSOR_JIT=0): nothing compiles
     folder = kernel_cache_dir("numba")
     if not (os.path.isdir(folder) and os.listdir(folder)):
         print(f"first run on this machine: step 0 compiles the CPU kernels (10-20 s; kept in {folder} "
