@@ -9,6 +9,7 @@ import sys
 import weakref
 
 from ..kernels.cache import cache_path
+from .backends.numba_backend import NumbaBackend
 from .backends.numpy_backend import NumpyBackend
 
 NAMES = ("auto", "cuda", "metal", "virtual", "cpu")
@@ -22,14 +23,11 @@ def kernel_cache_dir(kind="numba"):
 
 
 def _host_chain():
-    """numba (unless LAZYTENSOR_JIT=0 or numba is missing), then NumPy, which accepts everything."""
+    """numba (unless LAZYTENSOR_JIT=0), then NumPy, which accepts everything. numba is a hard
+    dependency (the fused kernels and the runtime's fusion planner import it), so it is never missing."""
     chain = [NumpyBackend()]
     if os.environ.get("LAZYTENSOR_JIT", "1").strip().lower() not in ("0", "false", "no", "off"):
-        try:
-            from .backends.numba_backend import NumbaBackend
-            chain.insert(0, NumbaBackend())
-        except ImportError:
-            pass
+        chain.insert(0, NumbaBackend())
     return tuple(chain)
 
 

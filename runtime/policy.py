@@ -4,7 +4,7 @@ A device round trip costs microseconds however little it carries, so small work 
 Operands already resident on the device make any size a member (the alternative is a download).
 Declining is not an error: the kernel runs on the next backend of the chain.
 
-The CUDA values are the seed system's measurements (../shared/SEED-NOTES.md, NVIDIA GB10) and still
+The CUDA values are the measurements of the system this design comes from (NVIDIA GB10) and still
 have to be re-measured on our own hardware; the virtual device uses the CUDA table so that its
 transfer log rehearses a CUDA run. Metal's values are the seed's where it gives them; `fill` and the
 reduction limits are not measured for Metal and are scaled by its ~5x higher round trip.

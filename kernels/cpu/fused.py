@@ -35,8 +35,6 @@ _EXPR = {
     "logical_xor": "({0} != {1})",
 }
 OPS = frozenset(_EXPR) | {"cast"}
-TRANSCENDENTAL = frozenset({"exp", "log", "tanh", "sin", "cos", "tan", "asin", "acos", "atan", "sinh",
-                            "cosh", "erf", "sigmoid"})
 
 
 def _store(dtype, expr):

@@ -35,8 +35,13 @@ C_EMULATION = Profile("c", True, os.path.join(_HERE, "prelude_c.h"), includes=("
 # C with float as the wide type: runs kernels generated for a float-only dialect (Metal) on the CPU.
 C_EMULATION_F32 = Profile("c", False, os.path.join(_HERE, "prelude_c.h"), defines="#define LT_REAL float\n",
                           includes=("math_double.inc",))
-# Every spec rendered in this process, by kernel name (lets a test double find what a name computes).
-RENDERED = {}
+_render_observers = []
+
+
+def observe_renders(callback):
+    """Call `callback(spec)` for every spec rendered from now on. Test doubles of GPU drivers use it to
+    find what a kernel name computes; nothing is kept when no one observes."""
+    _render_observers.append(callback)
 
 _CTYPES = {"float32": "float", "float64": "double", "int32": "int", "int64": "i64", "bool": "u8",
            "uint32": "u32", "uint64": "u64"}
@@ -159,7 +164,8 @@ def render(spec, profile, prelude=True):
     """Source text of `spec` in `profile`'s dialect, with the dialect's prelude unless told not to."""
     if not profile.has_double and _uses_double(spec):
         raise TypeError(f"{spec.name}: {profile.name} has no float64")
-    RENDERED[spec.name] = spec
+    for observe in _render_observers:
+        observe(spec)
     text = _RENDER[profile.name](spec)
     return (profile.prelude() + "\n" + text) if prelude else text
 
