@@ -20,7 +20,10 @@ from harness import header  # noqa: E402
 
 CHILD = r"""
 import io, json, sys
+import lazytensor as lt
 from lazytensor.train import TrainConfig, run
+
+lt.tune_host_malloc()  # as `lazytensor train` does
 
 steps, every, device, budget = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 samples = []

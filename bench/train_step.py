@@ -20,6 +20,7 @@ def worker(config, rounds, steps):
     sys.path.insert(0, os.path.join(HERE, "..", "tests"))
     from harness import summary, timed
     import lazytensor as lt
+    lt.tune_host_malloc()  # as `lazytensor train` does (process-wide: the PyTorch twin gets it too)
     from lazytensor.data import CharDataset, default_corpus
     from lazytensor.train import TrainConfig, build, train_step
 

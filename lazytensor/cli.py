@@ -90,9 +90,12 @@ def main(argv=None):
 def _train(args):
     """Run the training job; exit status 0 done, 1 a NaN loss or an output not written, 2 bad input,
     130 stopped by Ctrl-C or SIGTERM."""
+    from .runtime import host_malloc
     from .train import TrainConfig, run
     options = {k: v for k, v in vars(args).items() if k != "command"}
     try:
+        if host_malloc.setting() != "default":
+            host_malloc.tune()  # this process is ours: keep freed arrays for the next step
         result = run(TrainConfig(**options))
     except BrokenPipeError:  # `lazytensor train | head`: the reader left; stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -2,6 +2,7 @@
 import gc
 
 from .runtime import devices as _devices
+from .runtime import host_malloc as _host_malloc
 from .runtime import parallel as _parallel
 from .runtime.memory import parse_bytes, set_budget_override
 from .runtime.profile import Profile
@@ -109,6 +110,14 @@ def set_num_threads(n):
     numba kernels and the matrix products split their rows between threads and OpenBLAS is held to one
     thread while the engine runs kernels (runtime/parallel.py explains why)."""
     _parallel.set_num_threads(n)
+
+
+def tune_host_malloc():
+    """Keep freed arrays in the process for the next step (glibc's mmap and trim thresholds raised):
+    faster training steps, at the price of a process that holds on to the memory it freed. It changes
+    malloc for the whole process, so the library never does it by itself. Returns whether it applied
+    (False where there is no glibc mallopt)."""
+    return _host_malloc.tune()
 
 
 def get_num_threads():

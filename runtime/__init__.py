@@ -6,6 +6,7 @@ from .scheduler import realize
 from . import hostio
 from . import host_malloc
 
-host_malloc.tune()  # see host_malloc.py: freed arrays stay in the process for the next step
+if host_malloc.setting() == "tuned":  # process-wide, so only when asked (host_malloc.py)
+    host_malloc.tune()
 
 __all__ = ["Node", "pending_order", "walk", "Buffer", "Residency", "COUNTERS", "realize", "hostio"]

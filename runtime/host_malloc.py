@@ -4,10 +4,13 @@ By default glibc serves blocks above a (dynamic) threshold with mmap and gives f
 of the heap back to the kernel; every training step then takes the same megabytes back page by page,
 each first touch a zero-filling page fault, and with several threads those faults serialize on the
 process's memory map. Measured on the `small` model at 2 threads: 254 -> 215 ms per step
-(bench/RESULTS.md). So once, at import, the engine raises the mmap threshold to its maximum (32 MiB)
-and the trim threshold to 256 MiB: freed arrays stay in the process for the next step, as a caching
-allocator would keep them. LAZYTENSOR_MALLOC=default leaves malloc as it is. Other platforms and C
-libraries without `mallopt` are left alone.
+(bench/RESULTS.md). `tune()` raises the mmap threshold to its maximum (32 MiB) and the trim threshold
+to 256 MiB: freed arrays stay in the process for the next step, as a caching allocator would keep them.
+
+These settings belong to the whole process, so importing the library never applies them: a program
+opts in with `lt.tune_host_malloc()` or LAZYTENSOR_MALLOC=tuned (applied at import); `lazytensor
+train`, whose process is the library's own, applies them unless LAZYTENSOR_MALLOC=default. Other
+platforms and C libraries without `mallopt` are left alone.
 """
 import ctypes
 import os
@@ -21,13 +24,20 @@ TRIM_THRESHOLD = 256 << 20
 _applied = {"value": None}
 
 
+def setting():
+    """LAZYTENSOR_MALLOC: "tuned" (apply at import), "default" (never apply), or "" (apply on request)."""
+    value = os.environ.get("LAZYTENSOR_MALLOC", "").strip().lower()
+    if value not in ("", "tuned", "default"):
+        raise ValueError(f"LAZYTENSOR_MALLOC must be 'tuned' or 'default', got {value!r}")
+    return value
+
+
 def tune():
-    """Apply the settings above (once). True if applied, False if left alone."""
+    """Apply the settings above (once). True if applied, False if the platform has no mallopt."""
     if _applied["value"] is not None:
         return _applied["value"]
     ok = False
-    wanted = os.environ.get("LAZYTENSOR_MALLOC", "").strip().lower() != "default"
-    if wanted and sys.platform.startswith("linux"):
+    if sys.platform.startswith("linux"):
         try:
             mallopt = ctypes.CDLL(None).mallopt
         except (OSError, AttributeError):  # not glibc (musl has no mallopt)

@@ -113,8 +113,8 @@ def test_set_num_threads_rejects_what_is_not_a_positive_integer():
             lt.set_num_threads(bad)
 
 
-@pytest.mark.parametrize("setting,applied", [("", True), ("default", False)])
-def test_malloc_is_tuned_at_import_unless_told_to_leave_it(setting, applied):
+@pytest.mark.parametrize("setting,applied", [("", None), ("default", None), ("tuned", True)])
+def test_importing_leaves_malloc_alone_unless_told_to_tune_it(setting, applied):
     import os
     import subprocess
     import sys
@@ -124,6 +124,33 @@ def test_malloc_is_tuned_at_import_unless_told_to_leave_it(setting, applied):
     out = subprocess.run([sys.executable, "-c", "import lazytensor.runtime.host_malloc as m, lazytensor; "
                           "print(m._applied['value'])"], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.strip() == str(applied)
+
+
+@pytest.mark.parametrize("setting,applied", [("", True), ("default", None)])
+def test_the_training_command_tunes_malloc_unless_told_to_leave_it(setting, applied):
+    import os
+    import subprocess
+    import sys
+    if not sys.platform.startswith("linux"):
+        pytest.skip("mallopt is glibc's")
+    env = dict(os.environ, LAZYTENSOR_MALLOC=setting)
+    program = ("import lazytensor.runtime.host_malloc as m; from lazytensor import cli; "
+               "cli.main(['train', '--steps', '1', '--eval-iters', '1', '--sample-chars', '0']); "
+               "print(m._applied['value'])")
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip().splitlines()[-1] == str(applied)
+
+
+def test_tune_host_malloc_applies_once_on_request():
+    import os
+    import subprocess
+    import sys
+    if not sys.platform.startswith("linux"):
+        pytest.skip("mallopt is glibc's")
+    env = {k: v for k, v in os.environ.items() if k != "LAZYTENSOR_MALLOC"}
+    out = subprocess.run([sys.executable, "-c", "import lazytensor as lt; print(lt.tune_host_malloc(), "
+                          "lt.tune_host_malloc())"], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.split() == ["True", "True"]
 
 
 def test_an_error_in_a_worker_piece_reaches_the_caller_and_the_workers_recover(threads):
