@@ -1,16 +1,17 @@
 """Where compiled kernels are kept between processes: one root for every kind (numba, fused, CUDA).
 
-`LAZYTENSOR_CACHE_DIR`, else `$XDG_CACHE_HOME/lazytensor`, else `~/.cache/lazytensor`. Nothing compiled
-is ever written next to the installed source: a file there outlives `pip uninstall` and can shadow a
-later install of the package.
+The root is the `cache_dir` setting (kernels/settings.py; LAZYTENSOR_CACHE_DIR, else
+~/.cache/lazytensor). Nothing compiled is ever written next to the installed source: a file there
+outlives `pip uninstall` and can shadow a later install of the package.
 """
 import os
 
+from . import settings
+
 
 def cache_root():
-    """The root of every on-disk kernel cache (read from the environment at each call)."""
-    return os.environ.get("LAZYTENSOR_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "lazytensor")
+    """The root of every on-disk kernel cache (asked for at each call)."""
+    return settings.get("cache_dir")
 
 
 def cache_path(kind):

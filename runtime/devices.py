@@ -9,6 +9,7 @@ import sys
 import weakref
 
 from ..kernels.cache import cache_path
+from . import config
 from .backends.numba_backend import NumbaBackend
 from .backends.numpy_backend import NumpyBackend
 
@@ -26,7 +27,7 @@ def _host_chain():
     """numba (unless LAZYTENSOR_JIT=0), then NumPy, which accepts everything. numba is a hard
     dependency (the fused kernels and the runtime's fusion planner import it), so it is never missing."""
     chain = [NumpyBackend()]
-    if os.environ.get("LAZYTENSOR_JIT", "1").strip().lower() not in ("0", "false", "no", "off"):
+    if config.get("LAZYTENSOR_JIT"):
         chain.insert(0, NumbaBackend())
     return tuple(chain)
 
@@ -60,10 +61,8 @@ def _open_cuda(driver=None, offload=None, memory=None):
         return None, "hidden: CUDA_VISIBLE_DEVICES is set to an empty list"
 
     def start():
-        kind = (driver or os.environ.get("LAZYTENSOR_CUDA_DRIVER") or "auto").strip().lower()
-        mode = (offload or os.environ.get("LAZYTENSOR_CUDA_OFFLOAD") or "policy").strip().lower()
-        if mode not in ("policy", "always"):
-            raise ValueError(f"cuda offload must be 'policy' or 'always', got {mode!r}")
+        kind = (driver or config.get("LAZYTENSOR_CUDA_DRIVER")).strip().lower()
+        mode = config.offload_mode("cuda", offload or config.get("LAZYTENSOR_CUDA_OFFLOAD"))
         if kind != "emulated":
             try:
                 ctypes.CDLL("libcuda.so.1")
@@ -96,7 +95,7 @@ def _open_metal(module=None, offload=None):
             reason = None if module is not None else unavailable_reason()
             if reason is not None:
                 return None, reason
-            device = MetalBackend(module, offload or os.environ.get("LAZYTENSOR_METAL_OFFLOAD") or "policy")
+            device = MetalBackend(module, offload or config.get("LAZYTENSOR_METAL_OFFLOAD"))
             return device, device.description
         except (ImportError, RuntimeError, OSError) as exc:
             return None, f"Metal could not start: {exc}"
@@ -135,7 +134,7 @@ def _notice(requested, reason):
 
 def select(name=None, **options):
     """Make `name` (or LAZYTENSOR_DEVICE, or auto) the active device; returns the name that runs."""
-    requested = (name or os.environ.get("LAZYTENSOR_DEVICE") or "auto").strip().lower()
+    requested = (name or config.get("LAZYTENSOR_DEVICE")).strip().lower()
     if requested not in NAMES:
         raise ValueError(f"unknown device {requested!r}; choose one of {', '.join(NAMES)}")
     device = None
@@ -149,7 +148,7 @@ def select(name=None, **options):
             _notice(requested, reason)
     elif requested == "auto":
         # The first available accelerator (the emulated CUDA driver only when asked for by name).
-        if os.environ.get("LAZYTENSOR_CUDA_DRIVER", "").strip().lower() != "emulated":
+        if config.get("LAZYTENSOR_CUDA_DRIVER") != "emulated":
             device = _open_cuda()[0]
         if device is None and sys.platform == "darwin":
             device = _open_metal()[0]
@@ -206,7 +205,7 @@ def resolve_placement(name):
 def fusing_backend(chain):
     """The backend that runs fused elementwise groups: the first of the chain when it compiles them
     (numba on the host, a kernel-compiling device); None with LAZYTENSOR_FUSE=0."""
-    if os.environ.get("LAZYTENSOR_FUSE", "1").strip().lower() in ("0", "false", "no", "off"):
+    if not config.get("LAZYTENSOR_FUSE"):
         return None
     first = chain[0]
     fuses = getattr(first, "launch_fused" if first.is_host else "launch_group", None) is not None

@@ -13,8 +13,9 @@ train`, whose process is the library's own, applies them unless LAZYTENSOR_MALLO
 platforms and C libraries without `mallopt` are left alone.
 """
 import ctypes
-import os
 import sys
+
+from . import config
 
 M_TRIM_THRESHOLD = -1   # glibc's malloc.h
 M_MMAP_THRESHOLD = -3
@@ -26,10 +27,7 @@ _applied = {"value": None}
 
 def setting():
     """LAZYTENSOR_MALLOC: "tuned" (apply at import), "default" (never apply), or "" (apply on request)."""
-    value = os.environ.get("LAZYTENSOR_MALLOC", "").strip().lower()
-    if value not in ("", "tuned", "default"):
-        raise ValueError(f"LAZYTENSOR_MALLOC must be 'tuned' or 'default', got {value!r}")
-    return value
+    return config.get("LAZYTENSOR_MALLOC")
 
 
 def tune():

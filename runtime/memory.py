@@ -3,8 +3,6 @@ frees, weakref finalizers that free a dropped value's device copy, and the pinne
 import collections
 import contextlib
 import gc
-import os
-import re
 import sys
 import time
 import weakref
@@ -12,26 +10,9 @@ import weakref
 import numpy as np
 
 from .backends.arena import OutOfDeviceMemory
-from . import copies
+from . import config, copies
+from .config import parse_bytes  # noqa: F401 (the parser lives with the variables)
 from .locking import ENGINE_LOCK
-
-_UNITS = {"": 1, "b": 1, "kb": 10 ** 3, "mb": 10 ** 6, "gb": 10 ** 9, "tb": 10 ** 12,
-          "k": 2 ** 10, "m": 2 ** 20, "g": 2 ** 30, "kib": 2 ** 10, "mib": 2 ** 20, "gib": 2 ** 30,
-          "tib": 2 ** 40}
-
-
-def parse_bytes(value):
-    """512MB, 1.5GiB, 64k, 1000000 -> bytes (KB/MB/GB are powers of 1000; K/M/G and KiB/MiB/GiB of 1024)."""
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        n = int(value)
-    else:
-        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(value))
-        if not m or m.group(2).lower() not in _UNITS:
-            raise ValueError(f"cannot read {value!r} as a number of bytes; use e.g. 512MB, 2GiB or 1048576")
-        n = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-    if n < 0:
-        raise ValueError(f"a memory size cannot be negative, got {value!r}")
-    return n
 
 
 def bucket(nbytes):
@@ -54,9 +35,9 @@ def default_budget(free_bytes):
     """LAZYTENSOR_MEMORY_BUDGET, else a budget set earlier, else a quarter of the device's free memory."""
     if _budget_override is not None:
         return _budget_override
-    env = os.environ.get("LAZYTENSOR_MEMORY_BUDGET")
-    if env:
-        return parse_bytes(env)
+    env = config.get("LAZYTENSOR_MEMORY_BUDGET")
+    if env is not None:
+        return env
     return free_bytes // 4
 
 

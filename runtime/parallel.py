@@ -13,6 +13,8 @@ import contextlib
 import os
 import threading
 
+from . import config
+
 # Elements of work per thread below which a kernel is not split (~0.2 ms; a hand-off costs 0.012-0.06).
 MIN_SPLIT = 262144
 
@@ -21,13 +23,15 @@ _lock = threading.Lock()
 
 
 def _default_threads():
-    for name in ("LAZYTENSOR_NUM_THREADS", "OMP_NUM_THREADS"):
-        value = os.environ.get(name, "").strip()
-        if value:
-            try:
-                return max(1, int(value))
-            except ValueError:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}") from None
+    ours = config.get("LAZYTENSOR_NUM_THREADS")
+    if ours is not None:
+        return ours
+    value = os.environ.get("OMP_NUM_THREADS", "").strip()  # the ecosystem's variable, not ours
+    if value:
+        try:
+            return max(1, int(value))
+        except ValueError:
+            raise ValueError(f"OMP_NUM_THREADS must be a positive integer, got {value!r}") from None
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:

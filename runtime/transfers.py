@@ -6,8 +6,9 @@ recorded too while a profile is active (see runtime/profile.py).
 """
 import collections
 import dataclasses
-import os
 import time
+
+from . import config
 
 _T0 = time.perf_counter()
 
@@ -46,14 +47,7 @@ class KernelLaunch:
 
 def default_capacity():
     """How many records of each kind the log keeps: LAZYTENSOR_LOG_RECORDS, else 10000."""
-    value = os.environ.get("LAZYTENSOR_LOG_RECORDS", "10000")
-    try:
-        n = int(value)
-    except ValueError:
-        n = -1
-    if n < 0:
-        raise ValueError(f"LAZYTENSOR_LOG_RECORDS must be a non-negative integer, got {value!r}")
-    return n
+    return config.get("LAZYTENSOR_LOG_RECORDS")
 
 
 class TransferLog:

@@ -165,7 +165,7 @@ def test_first_run_note_names_the_kernel_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("LAZYTENSOR_CACHE_DIR", str(tmp_path / "empty-cache"))
     out = io.StringIO()
     run(TrainConfig(steps=1, eval_iters=1, sample_chars=0), out=out)
-    assert f"first run on this machine: step 0 compiles the CPU kernels" in out.getvalue()
+    assert "first run on this machine: step 0 compiles the CPU kernels" in out.getvalue()
     assert str(tmp_path / "empty-cache") in out.getvalue()
 
 

@@ -11,6 +11,7 @@ import hashlib
 import os
 import sys
 
+from .. import settings
 from ..cache import cache_path
 
 _lib = None
@@ -37,7 +38,7 @@ def load():
     global _lib
     if _lib is not None:
         return _lib
-    override = os.environ.get("LAZYTENSOR_NVRTC")
+    override = settings.get("nvrtc_library")
     for path in ([override] if override else _candidates()):
         try:
             lib = ctypes.CDLL(path)

@@ -5,6 +5,7 @@ import string
 
 import numpy as np
 
+from .. import settings
 from ..gpu.spec import cached
 
 
@@ -50,7 +51,7 @@ class TiledMatmul:
 @cached
 def tiled_matmul(batch, n, k, m, a_strides, b_strides, dtype):
     """The tiled kernel for float32 products big enough to fill tiles; None otherwise (naive kernel)."""
-    if dtype != "float32" or os.environ.get("LAZYTENSOR_CUDA_MATMUL", "tiled") == "naive":
+    if dtype != "float32" or settings.get("cuda_matmul") == "naive":
         return None
     if n * m < 4096 or int(np.prod(batch, dtype=np.int64)) > 65535:
         return None  # small products: the one-thread-per-output kernel; grid z is limited to 65535

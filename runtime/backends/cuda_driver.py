@@ -10,13 +10,14 @@ Kernels are compiled by NVRTC (kernels/cuda/nvrtc.py) to a cubin for the device'
 LAZYTENSOR_CUDA_DRIVER=auto|pycuda|cuda-bindings|emulated picks one (auto: pycuda, then cuda-bindings).
 """
 import ctypes
-import os
 
 import numpy as np
 
 from ...kernels.cuda.tiled import tiled_matmul
 from ...kernels.gpu import C_EMULATION, CUDA, render
+from .. import config
 from ..backends.arena import OutOfDeviceMemory
+from ..config import parse_bytes
 
 BLOCK = 256
 
@@ -246,10 +247,9 @@ class PycudaDriver:
 def open_driver(kind=None, memory=None):
     """The driver LAZYTENSOR_CUDA_DRIVER (or `kind`) names; raises with the reason when it cannot start.
     `memory` sizes the emulated driver's memory (default LAZYTENSOR_VIRTUAL_MEMORY, else 1 GiB)."""
-    kind = (kind or os.environ.get("LAZYTENSOR_CUDA_DRIVER") or "auto").strip().lower()
+    kind = (kind or config.get("LAZYTENSOR_CUDA_DRIVER")).strip().lower()
     if kind == "emulated":
-        from ..memory import parse_bytes
-        return EmulatedDriver(parse_bytes(memory or os.environ.get("LAZYTENSOR_VIRTUAL_MEMORY", 2 ** 30)))
+        return EmulatedDriver(parse_bytes(memory) if memory else config.get("LAZYTENSOR_VIRTUAL_MEMORY"))
     if kind not in ("auto", "pycuda", "cuda-bindings"):
         raise ValueError(f"LAZYTENSOR_CUDA_DRIVER must be auto, pycuda, cuda-bindings or emulated, got {kind!r}")
     from ...kernels.cuda import nvrtc

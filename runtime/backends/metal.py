@@ -15,6 +15,7 @@ import numpy as np
 
 from ...kernels.gpu import METAL, render
 from ...kernels.gpu import elementwise as gew
+from .. import config
 from ..policy import METAL_THRESHOLDS
 from .base import Backend
 from .kernel_device import _Operand, accepts_lowered
@@ -42,9 +43,7 @@ class MetalBackend(Backend):
     def __init__(self, mc=None, offload="policy"):
         if mc is None:
             import metalcompute as mc
-        if offload not in ("policy", "always"):
-            raise ValueError(f"metal offload must be 'policy' or 'always', got {offload!r}")
-        self.mc, self.offload = mc, offload
+        self.mc, self.offload = mc, config.offload_mode("metal", offload)
         self.device = mc.Device()
         self.description = (f"{getattr(self.device, 'deviceName', 'Apple GPU')} via metalcompute "
                             "(float32; results return to the host after each call)")

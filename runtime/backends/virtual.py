@@ -4,19 +4,18 @@ Uploads and downloads are real copies across the arena boundary and the referenc
 buffers, so the residency engine (budget, eviction, transfer log) runs on machines with no accelerator.
 It is a test and rehearsal device, not acceleration: everything it does costs more than the CPU path.
 """
-import os
 import time
 import weakref
 
 import numpy as np
 
 from ...kernels.reference import KERNELS
+from .. import config
 from ..memory import DeviceMemory, PinnedPool, parse_bytes
 from ..policy import CUDA_THRESHOLDS, accepts, placement
 from .arena import Arena
 from .base import Backend
 
-DEFAULT_CAPACITY = 2 ** 30
 
 
 class VirtualBlock:
@@ -35,14 +34,10 @@ class VirtualDevice(Backend):
     thresholds = CUDA_THRESHOLDS  # so a virtual run rehearses a CUDA run's transfers
 
     def __init__(self, memory=None, offload=None):
-        if memory is None:
-            memory = os.environ.get("LAZYTENSOR_VIRTUAL_MEMORY", DEFAULT_CAPACITY)
         # "policy" (default): the CUDA thresholds decide; "always": every kernel runs here (for tests
         # that push every op through uploads, residency and downloads).
-        self.offload = (offload or os.environ.get("LAZYTENSOR_VIRTUAL_OFFLOAD") or "policy").lower()
-        if self.offload not in ("policy", "always"):
-            raise ValueError(f"virtual device: offload must be 'policy' or 'always', got {self.offload!r}")
-        self.capacity = parse_bytes(memory)
+        self.offload = config.offload_mode("virtual", offload or config.get("LAZYTENSOR_VIRTUAL_OFFLOAD"))
+        self.capacity = parse_bytes(memory) if memory is not None else config.get("LAZYTENSOR_VIRTUAL_MEMORY")
         self._bytes = np.empty(self.capacity, np.uint8)  # untouched pages cost nothing until used
         self.arena = Arena(self.capacity)
         self.pinned_pool = PinnedPool(lambda n: np.empty(n, np.uint8))

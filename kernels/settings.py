@@ -1,0 +1,22 @@
+"""The settings kernels need from outside: where compiled kernels are cached, which NVRTC library to
+load, which CUDA matmul to render. The kernels read no environment variable; the runtime's
+configuration (runtime/config.py, the one table of LAZYTENSOR_* variables) provides these at import."""
+import os
+
+_providers = {
+    "cache_dir": lambda: os.path.join(os.path.expanduser("~"), ".cache", "lazytensor"),
+    "nvrtc_library": lambda: None,   # None: search NVIDIA's wheels and CUDA installs
+    "cuda_matmul": lambda: "tiled",
+}
+
+
+def provide(**providers):
+    """Replace the functions that answer `get(name)` (each called whenever the setting is needed)."""
+    unknown = set(providers) - set(_providers)
+    if unknown:
+        raise KeyError(f"unknown kernel settings {sorted(unknown)}")
+    _providers.update(providers)
+
+
+def get(name):
+    return _providers[name]()

@@ -1,0 +1,169 @@
+"""Every LAZYTENSOR_* environment variable: one table, one parser each, read in this module only.
+
+A variable is read when the setting is needed, not once at import, so a program (or a test) may set one
+before the device it governs starts. A value that cannot be parsed raises ValueError naming the variable
+and what it accepts. The kernels package never reads the environment: the settings it needs (the cache
+folder, the NVRTC library, the CUDA matmul variant) reach it through `kernels.settings`, which this
+module fills in. `markdown_table()` renders the table the README shows (a test keeps the two equal).
+"""
+import dataclasses
+import numbers
+import os
+import re
+
+from ..kernels import settings as _kernel_settings
+
+_OFF = ("0", "false", "no", "off")
+_ON = ("1", "true", "yes", "on")
+
+
+def _switch(name, raw):
+    value = raw.strip().lower()
+    if value in _OFF:
+        return False
+    if value in _ON:
+        return True
+    raise ValueError(f"{name} must be 1 or 0 (on/off, true/false, yes/no), got {raw!r}")
+
+
+def _choice(*choices):
+    def parse(name, raw):
+        value = raw.strip().lower()
+        if value not in choices:
+            raise ValueError(f"{name} must be one of {', '.join(choices)}; got {raw!r}")
+        return value
+    return parse
+
+
+def _count(minimum):
+    def parse(name, raw):
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            kind = "a positive" if minimum == 1 else "a non-negative"
+            raise ValueError(f"{name} must be {kind} integer, got {raw!r}")
+        return value
+    return parse
+
+
+_UNITS = {"": 1, "b": 1, "kb": 10 ** 3, "mb": 10 ** 6, "gb": 10 ** 9, "tb": 10 ** 12,
+          "k": 2 ** 10, "m": 2 ** 20, "g": 2 ** 30, "kib": 2 ** 10, "mib": 2 ** 20, "gib": 2 ** 30,
+          "tib": 2 ** 40}
+
+
+def parse_bytes(value):
+    """512MB, 1.5GiB, 64k, 1000000 -> bytes (KB/MB/GB are powers of 1000; K/M/G and KiB/MiB/GiB of 1024)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        n = int(value)
+    else:
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(value))
+        if not m or m.group(2).lower() not in _UNITS:
+            raise ValueError(f"cannot read {value!r} as a number of bytes; use e.g. 512MB, 2GiB or 1048576")
+        n = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    if n < 0:
+        raise ValueError(f"a memory size cannot be negative, got {value!r}")
+    return n
+
+
+def _bytes(name, raw):
+    try:
+        return parse_bytes(raw)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+
+
+def _text(name, raw):
+    return raw.strip()
+
+
+def offload_mode(device, value):
+    """A device's offload option ("policy" or "always"), checked once for every device."""
+    mode = str(value).strip().lower()
+    if mode not in ("policy", "always"):
+        raise ValueError(f"{device} offload must be 'policy' or 'always', got {value!r}")
+    return mode
+
+
+@dataclasses.dataclass(frozen=True)
+class Variable:
+    """One environment variable: its name, accepted values, default (None: computed), effect, parser."""
+    name: str
+    values: str
+    default: object
+    shown_default: str
+    effect: str
+    parse: object
+
+
+def _offload(device):
+    return Variable(f"LAZYTENSOR_{device.upper()}_OFFLOAD", "`policy`, `always`", "policy", "`policy`",
+                    f"which kernels the {device} device takes: by the offload policy, or every one it can run",
+                    _choice("policy", "always"))
+
+
+VARIABLES = (
+    Variable("LAZYTENSOR_DEVICE", "`auto`, `cpu`, `virtual`, `cuda`, `metal`", "auto", "`auto`",
+             "the device kernels run on (`auto`: CUDA, else Metal, else the CPU)",
+             _choice("auto", "cpu", "virtual", "cuda", "metal")),
+    Variable("LAZYTENSOR_MEMORY_BUDGET", "bytes: `512MB`, `2GiB`, `1048576`", None, "a quarter of free memory",
+             "bytes a device may keep resident (blocks cached for reuse included)", _bytes),
+    Variable("LAZYTENSOR_JIT", "`1`, `0`", True, "`1`", "`0` turns the numba backend off (NumPy runs everything)",
+             _switch),
+    Variable("LAZYTENSOR_FUSE", "`1`, `0`", True, "`1`", "`0` turns elementwise fusion off", _switch),
+    Variable("LAZYTENSOR_NUM_THREADS", "a positive integer", None, "`OMP_NUM_THREADS`, else all cores",
+             "CPU threads for host kernels (`lt.set_num_threads` overrides)", _count(1)),
+    Variable("LAZYTENSOR_CUDA_DRIVER", "`auto`, `pycuda`, `cuda-bindings`, `emulated`", "auto", "`auto`",
+             "the CUDA binding; `emulated` runs the kernels as C on the CPU (tests only)",
+             _choice("auto", "pycuda", "cuda-bindings", "emulated")),
+    _offload("cuda"),
+    _offload("virtual"),
+    _offload("metal"),
+    Variable("LAZYTENSOR_VIRTUAL_MEMORY", "bytes", 2 ** 30, "`1GiB`",
+             "the arena of the virtual device and of the emulated CUDA driver", _bytes),
+    Variable("LAZYTENSOR_LOG_RECORDS", "a non-negative integer", 10000, "`10000`",
+             "copy (and kernel) records the transfer log keeps; totals stay exact", _count(0)),
+    Variable("LAZYTENSOR_MALLOC", "`tuned`, `default`", "", "unset",
+             "`tuned`: apply `lt.tune_host_malloc()` at import; `default`: `lazytensor train` leaves malloc alone",
+             _choice("tuned", "default")),
+    Variable("LAZYTENSOR_CACHE_DIR", "a folder", None, "`~/.cache/lazytensor`",
+             "where compiled kernels (numba, fused, CUDA) are kept between runs", _text),
+    Variable("LAZYTENSOR_NVRTC", "a file", None, "found in NVIDIA's wheels or a CUDA install",
+             "the NVRTC library that compiles CUDA kernels", _text),
+    Variable("LAZYTENSOR_CUDA_MATMUL", "`tiled`, `naive`", "tiled", "`tiled`",
+             "the float32 CUDA matrix product: shared-memory tiles, or one thread per output", _choice("tiled", "naive")),
+)
+_BY_NAME = {v.name: v for v in VARIABLES}
+
+
+def get(name):
+    """The parsed value of `name` now: its setting in the environment, else its default (None where
+    the default is computed by the reader, e.g. the memory budget)."""
+    var = _BY_NAME[name]
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return var.default
+    return var.parse(name, raw)
+
+
+def default_cache_dir():
+    """LAZYTENSOR_CACHE_DIR, else $XDG_CACHE_HOME/lazytensor, else ~/.cache/lazytensor."""
+    return get("LAZYTENSOR_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "lazytensor")
+
+
+def markdown_table():
+    """The README's table of variables."""
+    rows = ["| variable | values | default | what it changes |", "|---|---|---|---|"]
+    rows += [f"| `{v.name}` | {v.values} | {v.shown_default} | {v.effect} |" for v in VARIABLES]
+    return "\n".join(rows)
+
+
+def names_in(text):
+    """Every LAZYTENSOR_* name mentioned in `text` (used by the docs test)."""
+    return set(re.findall(r"LAZYTENSOR_[A-Z0-9_]+", text))
+
+
+_kernel_settings.provide(cache_dir=default_cache_dir, nvrtc_library=lambda: get("LAZYTENSOR_NVRTC"),
+                         cuda_matmul=lambda: get("LAZYTENSOR_CUDA_MATMUL"))
