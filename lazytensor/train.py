@@ -249,7 +249,7 @@ def run(cfg, out=None):
                              f"Try a lower --lr (now {cfg.lr:g}) or --grad-clip (now {cfg.grad_clip:g})")
         _write_png(state, cfg, None)
         return result
-    if cfg.checkpoint:
+    if cfg.checkpoint and state.saved_step != step + 1:  # unless the last step's periodic save wrote it
         _write(state, "checkpoint", lambda: state.save(model, opt, data, step + 1, get_rng_state()))
     if status == "interrupted":
         written = (f"checkpoint written to {cfg.checkpoint} (continue with --resume {cfg.checkpoint})"
