@@ -50,7 +50,7 @@ def _train_parser(sub):
                            f"(default: --steps{resumed})")
     p.add_argument("--steps", type=int, default=d.steps,
                    help=f"train until this many steps are done, counting a resumed checkpoint's (default: {d.steps})")
-    p.add_argument("--device", help="auto, cpu, virtual, cuda, metal (default: LAZYTENSOR_DEVICE, else cpu)")
+    p.add_argument("--device", help="auto, cpu, virtual, cuda, metal (default: LAZYTENSOR_DEVICE, else auto)")
     p.add_argument("--budget", help="device memory budget, e.g. 512MB (default: a quarter of the device's free memory)")
     p.add_argument("--text", help="train on this UTF-8 text file (default: the built-in corpus, CPython's pydoc text)")
     p.add_argument("--log-every", type=int, default=d.log_every,
