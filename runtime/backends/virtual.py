@@ -17,7 +17,6 @@ from .arena import Arena
 from .base import Backend
 
 
-
 class VirtualBlock:
     """A byte range of the arena."""
     __slots__ = ("start", "size")
