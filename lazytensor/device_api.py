@@ -4,7 +4,8 @@ import gc
 from .runtime import devices as _devices
 from .runtime import host_malloc as _host_malloc
 from .runtime import parallel as _parallel
-from .runtime.memory import parse_bytes, set_budget_override
+from .runtime.config import parse_bytes
+from .runtime.memory import set_budget_override
 from .runtime.profile import Profile
 from .runtime.residency import Residency
 from .runtime.transfers import LOG

@@ -82,8 +82,6 @@ def _read_text(path):
 
 def _dataset(text, cfg, block):
     """The dataset, once both splits are known to hold a batch (checked before training starts)."""
-    if len(text) < 10:
-        raise TrainError(f"--text {cfg.text}: {len(text)} characters are too few to train on")
     data = CharDataset(text)
     need = math.ceil((block + 2) / 0.1) + 1  # the validation split is the last tenth
     for split in ("train", "val"):
@@ -239,8 +237,7 @@ def run(cfg, out=None):
     finally:
         if bar is not None:
             bar.close()
-    result = {"status": status, "history": state.history, "steps_done": step + 1 if status != "nonfinite" else step,
-              "transfers": prof.transfers, "profile": prof, "model": model, "errors": state.errors,
+    result = {"status": status, "history": state.history, "transfers": prof.transfers, "profile": prof, "model": model, "errors": state.errors,
               "median_step_ms": 1e3 * float(np.median(list(state.step_times)[1:] or list(state.step_times) or [0]))}
     if status == "nonfinite":
         kept = (f"the last good checkpoint (step {state.saved_step}) is kept in {cfg.checkpoint}"

@@ -160,10 +160,5 @@ def markdown_table():
     return "\n".join(rows)
 
 
-def names_in(text):
-    """Every LAZYTENSOR_* name mentioned in `text` (used by the docs test)."""
-    return set(re.findall(r"LAZYTENSOR_[A-Z0-9_]+", text))
-
-
 _kernel_settings.provide(cache_dir=default_cache_dir, nvrtc_library=lambda: get("LAZYTENSOR_NVRTC"),
                          cuda_matmul=lambda: get("LAZYTENSOR_CUDA_MATMUL"))

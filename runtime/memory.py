@@ -11,7 +11,7 @@ import numpy as np
 
 from .backends.arena import OutOfDeviceMemory
 from . import config, copies
-from .config import parse_bytes  # noqa: F401 (the parser lives with the variables)
+from .config import parse_bytes  # noqa: F401 (runtime.memory.parse_bytes: the name callers know)
 from .locking import ENGINE_LOCK
 
 

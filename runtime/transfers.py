@@ -45,11 +45,6 @@ class KernelLaunch:
     duration_s: float
 
 
-def default_capacity():
-    """How many records of each kind the log keeps: LAZYTENSOR_LOG_RECORDS, else 10000."""
-    return config.get("LAZYTENSOR_LOG_RECORDS")
-
-
 class TransferLog:
     """The latest copies (and, while profiling, kernel launches), with exact totals of all of them.
 
@@ -59,7 +54,7 @@ class TransferLog:
     """
 
     def __init__(self, capacity=None):
-        self.capacity = default_capacity() if capacity is None else capacity
+        self.capacity = config.get("LAZYTENSOR_LOG_RECORDS") if capacity is None else capacity
         self.profiling = 0
         self.generation = 0
         self.clear()
@@ -131,17 +126,14 @@ class TransferLog:
     def since(self, snap):
         """What was added after `snap` (a snapshot): totals, plus the records still kept."""
         if snap["generation"] != self.generation:
-            snap = TransferLog(capacity=0).snapshot()  # cleared in between: count from the clear
-        def minus(now, then):
-            return {k: [a - b for a, b in zip(v, then.get(k, [0] * len(v)))] for k, v in now.items()
-                    if any(a != b for a, b in zip(v, then.get(k, [0] * len(v))))}
+            snap = _CLEARED  # cleared in between: count from the clear
         transfers = [r for r in self.records if r.seq >= snap["transfer_count"]]
         kernels = [k for k in self.kernels if k.seq >= snap["kernel_count"]]
         n_transfers = self.transfer_count - snap["transfer_count"]
         n_kernels = self.kernel_count - snap["kernel_count"]
         return {"transfers": transfers, "kernels": kernels,
-                "copies": minus(self.copies, snap["copies"]),
-                "kernel_totals": minus(self.kernel_totals, snap["kernel_totals"]),
+                "copies": _difference(self.copies, snap["copies"]),
+                "kernel_totals": _difference(self.kernel_totals, snap["kernel_totals"]),
                 "operand_hits": sum(self.operand_hits.values()) - sum(snap["operand_hits"].values()),
                 "operand_misses": sum(self.operand_misses.values()) - sum(snap["operand_misses"].values()),
                 "dropped_transfers": n_transfers - len(transfers), "dropped_kernels": n_kernels - len(kernels)}
@@ -156,6 +148,21 @@ class TransferLog:
             out[key + "s"] += count
             out[key + "_bytes"] += nbytes
         return out
+
+
+_CLEARED = {"transfer_count": 0, "kernel_count": 0, "copies": {}, "kernel_totals": {}, "operand_hits": {},
+            "operand_misses": {}}
+
+
+def _difference(now, then):
+    """{key: now - then} over totals lists, for the keys that changed."""
+    out = {}
+    for key, values in now.items():
+        before = then.get(key)
+        delta = values if before is None else [a - b for a, b in zip(values, before)]
+        if any(delta):
+            out[key] = list(delta)
+    return out
 
 
 LOG = TransferLog()

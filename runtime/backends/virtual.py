@@ -11,7 +11,8 @@ import numpy as np
 
 from ...kernels.reference import KERNELS
 from .. import config
-from ..memory import DeviceMemory, PinnedPool, parse_bytes
+from ..config import parse_bytes
+from ..memory import DeviceMemory, PinnedPool
 from ..policy import CUDA_THRESHOLDS, accepts, placement
 from .arena import Arena
 from .base import Backend
