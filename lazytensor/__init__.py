@@ -18,7 +18,8 @@ from .shape_ops import (broadcast_to, cat, chunk, expand, flatten, permute, resh
 from .indexing import gather, index_select, masked_fill, narrow, take_along_axis, tril, triu
 from .activations import log_softmax, softmax
 from .graph_view import graph
-from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from . import methods  # noqa: F401  (binds the functions above onto Tensor; loads the gradient rules)
+from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .random import (get_rng_state, initial_seed, manual_seed, normal, rand, rand_like, randint, randn,
                      randn_like, set_rng_state, uniform)
 from .evaluation import counters, realize, reset_counters
@@ -30,7 +31,6 @@ globals().update(_UN)
 globals().update(_BIN)
 clamp = clip
 concatenate = cat
-arcsin, arccos, arctan = _UN["asin"], _UN["acos"], _UN["atan"]
 float = float32  # noqa: A001  (lt.float is float32, as torch.float is)
 double = float64
 long = int64

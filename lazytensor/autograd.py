@@ -1,67 +1,17 @@
-"""Reverse-mode autodiff over the lazy graph.
+"""Reverse-mode autodiff over the lazy graph: the walk over the recorded GradFns and every op's rule.
 
-Ops record a GradFn on their output when an input requires grad. `backward()` walks those records
-(iteratively) and builds lazy gradient nodes; it computes nothing and moves nothing itself.
+Ops record a GradFn on their output when an input requires grad (lazytensor/grad_mode.py). `backward()`
+walks those records (iteratively) and builds lazy gradient nodes; it computes nothing and moves nothing
+itself. The rules use Tensor methods, so this module is loaded after the op modules.
 """
-import contextlib
 import functools
 import math
 
-_state = {"enabled": True}
-
-
-def is_grad_enabled():
-    return _state["enabled"]
-
-
-class set_grad_enabled(contextlib.ContextDecorator):
-    """Turn gradient recording on or off for a block (or, as a decorator, a function)."""
-
-    def __init__(self, mode):
-        self.mode = bool(mode)
-        self.prev = None
-
-    def __enter__(self):
-        self.prev = _state["enabled"]
-        _state["enabled"] = self.mode
-
-    def __exit__(self, *exc):
-        _state["enabled"] = self.prev
-        return False
-
-
-def no_grad():
-    """`with lt.no_grad():` (or `@lt.no_grad()`): ops inside record no gradients."""
-    return set_grad_enabled(False)
-
-
-def enable_grad():
-    return set_grad_enabled(True)
-
-
-class GradFn:
-    """What backward needs of one op: its name, the input tensors, their values then, attrs, its output."""
-
-    __slots__ = ("op", "parents", "saved", "attrs", "out")
-
-    def __init__(self, op, parents, attrs, out_node):
-        self.op = op
-        self.parents = parents
-        self.saved = tuple(p._node for p in parents)  # the values as they were, even after host writes
-        self.attrs = attrs
-        self.out = out_node
-
-    def __repr__(self):
-        return f"<GradFn {self.op}>"
-
-
-def record(out, op, inputs, attrs):
-    """Attach a GradFn to `out` if gradients are on and any input requires them."""
-    if _state["enabled"] and any(t.requires_grad for t in inputs):
-        if op not in VJP:
-            return  # not differentiable (comparisons, argmax, integer outputs): the result is a constant
-        out.requires_grad = True
-        out._grad_fn = GradFn(op, tuple(inputs), attrs, out._node)
+from .creation import ones_like
+from .elementwise import where
+from .grad_mode import is_grad_enabled, set_grad_enabled
+from .kernels.ops import names
+from .tensor import Tensor
 
 
 class _Pieces:
@@ -83,7 +33,6 @@ class _Pieces:
         return True
 
     def tensor(self):
-        from .tensor import Tensor
         attrs = {"shape": self.shape, "slices": tuple(s for s, _ in self.parts), "dtype": self.dtype.np}
         pieces = [Tensor(n) for _, n in self.parts]
         return Tensor._from_op("place_slices", pieces, attrs, self.shape, self.dtype)
@@ -141,8 +90,6 @@ def _topo(root):
 
 def backward(tensor, gradient=None, create_graph=False):
     """Accumulate d(tensor)/d(leaf) into every leaf's .grad, as lazy tensors."""
-    from .tensor import Tensor
-    from .creation import ones_like
     if not tensor.requires_grad:
         raise RuntimeError("backward(): this tensor does not require grad and has no grad_fn; set "
                            "requires_grad=True on the inputs you want gradients for")
@@ -180,11 +127,6 @@ def backward(tensor, gradient=None, create_graph=False):
 
 # ---- vector-Jacobian products: (inputs, out, attrs, grad) -> one gradient (or None) per input ----------
 
-def _ops():
-    from . import elementwise, indexing, linalg, reductions, shape_ops
-    return elementwise, indexing, linalg, reductions, shape_ops
-
-
 def unbroadcast(g, shape):
     """Sum `g` down to `shape` (undo NumPy broadcasting)."""
     if g.shape == tuple(shape):
@@ -215,16 +157,14 @@ def _zero(inputs, out, attrs, g):
 
 def _pow_grads(a, b, out, g):
     ga = g * b * a ** (b - 1)
-    ew = _ops()[0]
-    gb = g * out * ew.where((a == 0) & (b >= 0), 0.0, a.log())  # 0 ** b with b >= 0: no slope in b
+    gb = g * out * where((a == 0) & (b >= 0), 0.0, a.log())  # 0 ** b with b >= 0: no slope in b
     return ga, gb
 
 
 def _max_min_grads(a, b, out, g):
-    ew = _ops()[0]
     half = g * 0.5
-    ga = ew.where(a == b, half, ew.where(a == out, g, 0.0))
-    gb = ew.where(a == b, half, ew.where(b == out, g, 0.0))
+    ga = where(a == b, half, where(a == out, g, 0.0))
+    gb = where(a == b, half, where(b == out, g, 0.0))
     return ga, gb
 
 
@@ -306,7 +246,6 @@ def _permute(inputs, out, attrs, g):
 
 
 def _slice(inputs, out, attrs, g):
-    from .tensor import Tensor
     (a,) = inputs
     return (Tensor._from_op("pad_slice", (g,), {"slices": attrs["slices"], "shape": a.shape}, a.shape, g.dtype),)
 
@@ -321,7 +260,6 @@ def _cat(inputs, out, attrs, g):
 
 def _scatter(op):
     def vjp(inputs, out, attrs, g):
-        from .tensor import Tensor
         x, *indices = inputs
         gx = Tensor._from_op(op, (g, *indices), {**attrs, "shape": x.shape}, x.shape, g.dtype)
         return (gx,) + tuple(None for _ in indices)
@@ -339,16 +277,15 @@ def _where(inputs, out, attrs, g):
 
 
 def _zeros_where(cond, g):
-    return _ops()[0].where(cond, 0.0, g)
+    return where(cond, 0.0, g)
 
 
 def _softmax_family(grad_op, composite):
     """One `grad_op` node (kernels/reference/softmax.py) from the output and its gradient; while
     building a differentiable gradient (create_graph), the same formula in ops that have gradients."""
     def vjp(inputs, out, attrs, g):
-        if _state["enabled"]:
+        if is_grad_enabled():
             return (composite(out, g, attrs["axis"]),)
-        from .tensor import Tensor
         return (Tensor._from_op(grad_op, (out, g), attrs, out.shape, out.dtype),)
     return vjp
 
@@ -357,8 +294,7 @@ def _layer_norm(inputs, out, attrs, g):
     """One `layer_norm_grad` node from the input and the gradient; under create_graph, its formula
     (kernels/reference/layer_norm.py) in ops that have gradients."""
     (x,) = inputs
-    if not _state["enabled"]:
-        from .tensor import Tensor
+    if not is_grad_enabled():
         return (Tensor._from_op("layer_norm_grad", (x, g), attrs, x.shape, x.dtype),)
     d = attrs["axes"]
     c = x - x.mean(dim=d, keepdim=True)
@@ -386,7 +322,9 @@ VJP = {
     "sqrt": _unary(lambda a, out, g: g / (out * 2.0)),
     "rsqrt": _unary(lambda a, out, g: g * out * out * out * -0.5),
     "exp": _unary(lambda a, out, g: g * out),
+    "expm1": _unary(lambda a, out, g: g * (out + 1.0)),
     "log": _unary(lambda a, out, g: g / a),
+    "log1p": _unary(lambda a, out, g: g / (a + 1.0)),
     "tanh": _unary(lambda a, out, g: g * (1.0 - out * out)),
     "sin": _unary(lambda a, out, g: g * a.cos()),
     "cos": _unary(lambda a, out, g: -g * a.sin()),
@@ -422,3 +360,7 @@ VJP = {
     "index": _scatter("scatter_index"),
 }
 
+
+_missing = names(grad="rule") - VJP.keys()
+if _missing:  # an op marked differentiable must not silently become a constant
+    raise ImportError(f"ops marked differentiable in kernels/ops.py have no gradient rule here: {sorted(_missing)}")

@@ -2,13 +2,10 @@
 import numpy as np
 
 from . import dtypes
+from .creation import tensor
 from .runtime import hostio
 from .tensor import Tensor
-from .runtime.opset import UNARY_FLOAT_OPS as UNARY_FLOAT, UNARY_SAME_OPS as UNARY_SAME
-
-_COMPARE = {"eq", "ne", "lt", "le", "gt", "ge"}
-_LOGICAL = {"logical_and", "logical_or", "logical_xor"}
-_NO_BOOL = {"sub", "floordiv", "mod", "pow"}
+from .kernels.ops import OPS
 
 
 def broadcast_shapes(op, *shapes):
@@ -45,7 +42,6 @@ def as_tensor_operand(x):
     if isinstance(x, Tensor):
         return x
     if isinstance(x, (list, tuple, np.ndarray)):
-        from .creation import tensor
         return tensor(x)
     return None
 
@@ -70,16 +66,17 @@ def binary(op, a, b):
     """Build a broadcasting binary op node."""
     ta, tb, dt = _operands(op, a, b)
     shape = broadcast_shapes(op, ta.shape, tb.shape)
-    if op in _COMPARE:
+    record = OPS[op]
+    if record.family == "compare":
         out = dtypes.bool_
-    elif op in _LOGICAL:
+    elif record.family == "logical":
         if ta.dtype != dtypes.bool_ or tb.dtype != dtypes.bool_:
             raise TypeError(f"{op}: needs bool tensors, got {ta.dtype} and {tb.dtype}")
         out = dtypes.bool_
-    elif op == "div":
+    elif record.dtype == "div":
         out = dt if dt.is_floating_point else dtypes.DEFAULT_FLOAT
     else:
-        if dt == dtypes.bool_ and op in _NO_BOOL:
+        if dt == dtypes.bool_ and not record.bool_inputs:
             raise TypeError(f"{op}: not defined for two bool tensors; cast one first, e.g. x.int()")
         if op == "pow" and not dt.is_floating_point and not isinstance(b, Tensor) and b < 0:
             raise ValueError(f"pow: integer tensors cannot be raised to the negative integer power {b}; "
@@ -92,14 +89,19 @@ def unary(op, x):
     """Build a unary op node; float-valued ops give the default float on integer inputs."""
     if not isinstance(x, Tensor):
         raise TypeError(f"{op}: expected a tensor, got {type(x).__name__}")
-    if op in UNARY_FLOAT:
+    record = OPS.get(op)
+    if record is None or record.family != "unary":
+        raise ValueError(f"unknown unary op {op!r}")
+    if record.dtype == "float":
         out = x.dtype if x.dtype.is_floating_point else dtypes.DEFAULT_FLOAT
-    elif op in UNARY_SAME:
+    elif record.dtype == "bool":
+        if x.dtype != dtypes.bool_:
+            raise TypeError(f"{op} / ~: needs a bool tensor, got {x.dtype}")
+        out = dtypes.bool_
+    else:
         if x.dtype == dtypes.bool_:
             raise TypeError(f"{op}: not defined for bool tensors; cast first, e.g. x.int()")
         out = x.dtype
-    else:
-        raise ValueError(f"unknown unary op {op!r}")
     return Tensor._from_op(op, (x,), {"dtype": out.np}, x.shape, out)
 
 
@@ -109,12 +111,6 @@ def cast(x, dtype):
     if dt == x.dtype:
         return x
     return Tensor._from_op("cast", (x,), {"dtype": dt.np}, x.shape, dt)
-
-
-def logical_not(x):
-    if x.dtype != dtypes.bool_:
-        raise TypeError(f"logical_not / ~: needs a bool tensor, got {x.dtype}")
-    return Tensor._from_op("logical_not", (x,), {}, x.shape, dtypes.bool_)
 
 
 def where(condition, x, y):
@@ -141,23 +137,32 @@ def clip(x, min=None, max=None):
     return out
 
 
-def _unary_fn(op):
+def _unary_fn(record):
     def fn(x):
-        return unary(op, x)
-    fn.__name__ = op
-    fn.__doc__ = f"Elementwise {op}."
+        return unary(record.name, x)
+    fn.__name__ = record.name
+    fn.__doc__ = f"Elementwise {record.doc}."
     return fn
 
 
-def _binary_fn(op):
+def _binary_fn(record):
     def fn(a, b):
-        return binary(op, a, b)
-    fn.__name__ = op
-    fn.__doc__ = f"Elementwise {op} with NumPy broadcasting."
+        return binary(record.name, a, b)
+    fn.__name__ = record.name
+    fn.__doc__ = f"Elementwise {record.doc}, with NumPy broadcasting."
     return fn
 
 
-UNARY_FUNCTIONS = {op: _unary_fn(op) for op in sorted(UNARY_FLOAT | UNARY_SAME)}
-BINARY_FUNCTIONS = {op: _binary_fn(op) for op in
-                    ("add", "sub", "mul", "div", "floordiv", "mod", "pow", "maximum", "minimum",
-                     "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor")}
+def _functions(families, make):
+    """{name: function} for every record of `families`, under its name and its aliases."""
+    out = {}
+    for record in OPS.values():
+        if record.family in families:
+            fn = make(record)
+            out.update({name: fn for name in (record.name,) + record.aliases})
+    return out
+
+
+UNARY_FUNCTIONS = _functions({"unary"}, _unary_fn)
+BINARY_FUNCTIONS = _functions({"binary", "compare", "logical"}, _binary_fn)
+logical_not = UNARY_FUNCTIONS["logical_not"]

@@ -2,6 +2,8 @@
 import numpy as np
 
 from . import dtypes
+from .creation import tensor
+from .elementwise import as_tensor_operand, broadcast_shapes, scalar, where
 from .errors import normalize_axis
 from .runtime import hostio
 from .tensor import Tensor
@@ -28,7 +30,6 @@ def _check_known_bounds(op, index, size, axis):
 
 def _as_index(op, k):
     if isinstance(k, (list, np.ndarray)):
-        from .creation import tensor
         k = tensor(k, dtype=None if np.asarray(k).size else dtypes.int64)
     _check_index_tensor(op, k)
     return k
@@ -170,7 +171,6 @@ def take_along_axis(x, indices, axis):
     if indices.ndim != x.ndim:
         raise ValueError(f"take_along_axis: indices have {indices.ndim} dims {indices.shape} but the "
                          f"tensor has {x.ndim} {x.shape}; they must have the same number")
-    from .elementwise import broadcast_shapes
     a = tuple(1 if i == d else n for i, n in enumerate(x.shape))
     b = tuple(1 if i == d else n for i, n in enumerate(indices.shape))
     shape = list(broadcast_shapes("take_along_axis", a, b))
@@ -196,7 +196,6 @@ def gather(x, dim, index):
 
 def masked_fill(x, mask, value):
     """`x` with `value` where `mask` is True; the result keeps x's shape and dtype."""
-    from .elementwise import as_tensor_operand, broadcast_shapes, scalar, where
     mask = as_tensor_operand(mask)
     if mask is None or mask.dtype != dtypes.bool_:
         raise TypeError(f"masked_fill: mask must be a bool tensor, got {getattr(mask, 'dtype', type(mask))}")

@@ -1,8 +1,9 @@
-"""Binds the op modules onto Tensor as operators and methods (kept apart so tensor.py stays small)."""
+"""Binds the op modules onto Tensor as operators and methods: tensor.py defines the class, the op modules
+build nodes from it, and this module (imported last by the package) joins the two."""
 import numpy as np
 
 from . import dtypes
-from . import activations, elementwise, indexing, linalg, reductions, shape_ops
+from . import activations, autograd, elementwise, indexing, linalg, reductions, shape_ops
 from .elementwise import BINARY_FUNCTIONS, UNARY_FUNCTIONS, binary, unary
 from .runtime import devices as _devices, hostio
 from .tensor import Tensor
@@ -50,15 +51,22 @@ Tensor.__matmul__ = lambda self, other: linalg.matmul(self, other)
 Tensor.__rmatmul__ = lambda self, other: linalg.matmul(other, self)
 Tensor.__getitem__ = lambda self, key: indexing.getitem(self, key)
 
-for _name, _fn in UNARY_FUNCTIONS.items():
+
+def _setitem(self, key, value):
+    self._check_writable("setitem")
+    indexing.setitem(self, key, value)
+
+
+def _backward(self, gradient=None, create_graph=False):
+    """Build lazy gradients of this tensor into every leaf's .grad (computes and downloads nothing)."""
+    autograd.backward(self, gradient, create_graph)
+
+
+Tensor.__setitem__ = _setitem
+Tensor.backward = _backward
+
+for _name, _fn in {**UNARY_FUNCTIONS, **BINARY_FUNCTIONS}.items():  # every elementwise record, aliases too
     setattr(Tensor, _name, _fn)
-for _name in ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt",
-              "ge", "logical_and", "logical_or", "logical_xor"):
-    setattr(Tensor, _name, BINARY_FUNCTIONS[_name])
-Tensor.arcsin, Tensor.arccos, Tensor.arctan = Tensor.asin, Tensor.acos, Tensor.atan
-Tensor.negative = Tensor.neg
-Tensor.multiply, Tensor.subtract, Tensor.divide = Tensor.mul, Tensor.sub, Tensor.div
-Tensor.logical_not = elementwise.logical_not
 Tensor.clip = Tensor.clamp = elementwise.clip
 Tensor.where = lambda self, condition, other: elementwise.where(condition, self, other)
 

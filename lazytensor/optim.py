@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from . import autograd, dtypes
+from . import dtypes, grad_mode
 from .runtime.hostio import data_node
 from .creation import tensor, zeros_like
 from .evaluation import realize
@@ -92,7 +92,7 @@ class SGD(Optimizer):
     def __init__(self, params, lr=1e-3, momentum=0.0, weight_decay=0.0):
         super().__init__(params, {"lr": lr, "momentum": momentum, "weight_decay": weight_decay})
 
-    @autograd.no_grad()
+    @grad_mode.no_grad()
     def step(self):
         for group in self.param_groups:
             for p in group["params"]:
@@ -119,7 +119,7 @@ class AdamW(Optimizer):
             raise ValueError(f"AdamW: invalid lr={lr}, betas={betas} or eps={eps}")
         super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay})
 
-    @autograd.no_grad()
+    @grad_mode.no_grad()
     def step(self):
         updates, scalars = [], {}
 

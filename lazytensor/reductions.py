@@ -3,6 +3,7 @@ import builtins
 import collections
 
 from . import dtypes
+from .elementwise import binary
 from .errors import normalize_axes, normalize_axis
 from .tensor import Tensor
 
@@ -126,7 +127,6 @@ def argmin(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
 
 def _max_min(op, arg_op, pair_op, x, dim, keepdim, axis, keepdims):
     if isinstance(dim, Tensor):  # torch.max(a, b): elementwise
-        from .elementwise import binary
         return binary(pair_op, x, dim)
     d, k = _pick(op, dim, axis, keepdim, keepdims)
     values = _extreme("a" + op, x, d, k)
@@ -147,11 +147,9 @@ def min(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
 
 def any(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
     """True where any element along `dim` is nonzero."""
-    from .elementwise import binary
     return binary("gt", sum(binary("ne", x, 0), dim, keepdim, axis=axis, keepdims=keepdims), 0)
 
 
 def all(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
     """True where every element along `dim` is nonzero."""
-    from .elementwise import binary
     return binary("eq", sum(binary("eq", x, 0), dim, keepdim, axis=axis, keepdims=keepdims), 0)

@@ -3,6 +3,7 @@ import math
 
 from . import dtypes
 from .errors import normalize_axis
+from .indexing import narrow
 from .tensor import Tensor
 
 
@@ -173,7 +174,6 @@ def split(x, split_size_or_sections, dim=0):
         sizes = [int(s) for s in split_size_or_sections]
         if sum(sizes) != n or any(s < 0 for s in sizes):
             raise ValueError(f"split: sizes {sizes} do not add up to {n}, the size of dimension {d}")
-    from .indexing import narrow
     out, start = [], 0
     for s in sizes:
         out.append(narrow(x, d, start, s))

@@ -1,8 +1,9 @@
 """Tensor: the user's handle on a lazy value (a graph node), with PyTorch/NumPy-style methods."""
 import numpy as np
 
-from . import autograd, dtypes
-from .runtime import hostio
+from . import dtypes, grad_mode
+from .errors import normalize_axis
+from .runtime import hostio, scheduler
 from .runtime.graph import Node
 from .runtime.residency import Residency
 
@@ -28,7 +29,7 @@ class Tensor:
         dt = dtype.np if type(dtype) is dtypes.DType else dtypes.as_dtype(dtype).np
         out = cls(Node(op, [t._node for t in inputs], attrs, shape, dt))
         if inputs:
-            autograd.record(out, op, inputs, attrs)
+            grad_mode.record(out, op, inputs, attrs)
         return out
 
     # ---- autograd ------------------------------------------------------------------------------------
@@ -48,10 +49,6 @@ class Tensor:
     @property
     def grad_fn(self):
         return self._grad_fn
-
-    def backward(self, gradient=None, create_graph=False):
-        """Build lazy gradients of this tensor into every leaf's .grad (computes and downloads nothing)."""
-        autograd.backward(self, gradient, create_graph)
 
     def detach(self):
         """The same value, cut off from gradient recording (shares the node; writes still copy)."""
@@ -77,7 +74,6 @@ class Tensor:
     def size(self, dim=None):
         if dim is None:
             return self.shape
-        from .errors import normalize_axis
         return self.shape[normalize_axis("size", dim, self.ndim)]
 
     def numel(self):
@@ -128,8 +124,7 @@ class Tensor:
     # ---- realization and host reads ------------------------------------------------------------
     def realize(self):
         """Compute this tensor now (no download); returns self."""
-        from .runtime.scheduler import realize
-        realize([self._node])
+        scheduler.realize([self._node])
         return self
 
     def numpy(self):
@@ -196,16 +191,11 @@ class Tensor:
             raise TypeError(f"format spec {spec!r} needs a 0-d tensor; this one has shape {self.shape}")
         return repr(self)
 
-    # ---- host writes ------------------------------------------------------------------------------
+    # ---- host writes (t[key] = value is bound in lazytensor/methods.py) -----------------------------
     def _check_writable(self, op):
-        if self.requires_grad and autograd.is_grad_enabled():
+        if self.requires_grad and grad_mode.is_grad_enabled():
             raise RuntimeError(f"{op}: this tensor requires grad; write to it inside `with lt.no_grad():` "
                                f"(or write to a .detach()ed copy)")
-
-    def __setitem__(self, key, value):
-        from .indexing import setitem
-        self._check_writable("setitem")
-        setitem(self, key, value)
 
     def fill_(self, value):
         """Overwrite every element with `value` on the host; returns self."""
@@ -218,9 +208,7 @@ class Tensor:
         """Overwrite this tensor with `src` (array-like or Tensor), broadcast and cast to this dtype."""
         self._check_writable("copy_")
         if isinstance(src, Tensor):
-            from .shape_ops import broadcast_to
-            from .elementwise import cast
-            self._node = broadcast_to(cast(src, self.dtype), self.shape).contiguous()._node
+            self._node = src.astype(self.dtype).broadcast_to(self.shape).contiguous()._node
             return self
         arr = np.asarray(src)
         try:
@@ -229,7 +217,3 @@ class Tensor:
             raise ValueError(f"copy_: source of shape {np.shape(src)} cannot be broadcast to {self.shape}") from None
         self._node = hostio.replace_value(arr, "copy_")
         return self
-
-
-# The op modules import Tensor; bind their functions as methods once Tensor exists.
-from . import methods  # noqa: E402,F401

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from . import autograd, checkpoint, nn, optim
+from . import checkpoint, grad_mode, nn, optim
 from .data import CharDataset, default_corpus
 from .device_api import get_device, kernel_cache_dir, profile, residency_stats, set_device, set_memory_budget
 from .evaluation import realize
@@ -58,7 +58,7 @@ def evaluate(model, data, batch_size, block_size, iters, splits=("train", "val")
     model.eval()
     out = {}
     try:
-        with autograd.no_grad():
+        with grad_mode.no_grad():
             for split in splits:
                 manual_seed(EVAL_SEED + ("train", "val").index(split))  # a split's batches never vary
                 losses = [model(*data.batch(split, batch_size, block_size))[1] for _ in range(iters)]

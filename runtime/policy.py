@@ -9,7 +9,7 @@ have to be re-measured on our own hardware; the virtual device uses the CUDA tab
 transfer log rehearses a CUDA run. Metal's values are the seed's where it gives them; `fill` and the
 reduction limits are not measured for Metal and are scaled by its ~5x higher round trip.
 """
-from .opset import BINARY_OPS, LAYER_NORM_OPS, REDUCE_OPS, SOFTMAX_OPS, TRANSCENDENTAL_OPS
+from ..kernels.ops import OPS
 
 CUDA_THRESHOLDS = {
     "matmul": 131072,          # n*m*p (batch*n*m*p for stacked products), ~51^3
@@ -25,9 +25,6 @@ METAL_THRESHOLDS = {
     "reduce_input": 655360, "reduce_slices": 1280, "fill": 40960,
 }
 
-FILL_OPS = frozenset({"full", "arange", "linspace", "eye", "uniform", "normal", "randint"})
-_BINARY_SHAPED = BINARY_OPS | {"where"}
-
 
 def is_param(buf):
     """A 0-d value already on the host travels as a kernel parameter, not as a copy."""
@@ -35,22 +32,15 @@ def is_param(buf):
 
 
 def family(node, operands):
-    """The op family whose threshold applies: matmul, gemv, transcendental, broadcast, reduce, fill, copy."""
-    op = node.op
-    if op == "matmul":
+    """The threshold that applies (the op record's `policy`): matmul, gemv, transcendental, broadcast,
+    reduce, fill, copy; elementwise ops over operands of different shapes are broadcasts."""
+    fam = OPS[node.op].policy
+    if fam == "matmul":
         ranks = sorted((len(operands[0].shape), len(operands[1].shape)))
         return "gemv" if ranks == [1, 2] else "matmul"
-    if op in TRANSCENDENTAL_OPS or op in SOFTMAX_OPS:
-        return "transcendental"
-    if op in REDUCE_OPS or op in LAYER_NORM_OPS:
-        return "reduce"
-    if op in FILL_OPS:
-        return "fill"
-    if op in ("permute", "expand"):
-        return "broadcast"
-    if op in _BINARY_SHAPED and len({b.shape for b in operands if not is_param(b)}) > 1:
-        return "broadcast"
-    return "copy"
+    if fam == "shaped":
+        return "broadcast" if len({b.shape for b in operands if not is_param(b)}) > 1 else "copy"
+    return fam
 
 
 def _matmul_work(node, operands):

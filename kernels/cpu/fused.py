@@ -20,21 +20,15 @@ import threading
 import numpy as np
 
 from ..cache import cache_path
+from ..ops import OPS as RECORDS
 from .common import serial
 
-_EXPR = {
-    "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
-    "neg": "(-{0})", "abs": "abs({0})", "square": "({0} * {0})", "sqrt": "math.sqrt({0})",
-    "rsqrt": "(1.0 / math.sqrt({0}))", "exp": "math.exp({0})", "log": "math.log({0})",
-    "tanh": "math.tanh({0})", "sin": "math.sin({0})", "cos": "math.cos({0})", "tan": "math.tan({0})",
-    "asin": "math.asin({0})", "acos": "math.acos({0})", "atan": "math.atan({0})", "sinh": "math.sinh({0})",
-    "cosh": "math.cosh({0})", "erf": "erf_scalar({0})", "sigmoid": "(1.0 / (1.0 + math.exp(-{0})))",
-    "eq": "({0} == {1})", "ne": "({0} != {1})", "lt": "({0} < {1})", "le": "({0} <= {1})",
-    "gt": "({0} > {1})", "ge": "({0} >= {1})", "where": "({1} if {0} else {2})",
-    "logical_not": "(not {0})", "logical_and": "({0} and {1})", "logical_or": "({0} or {1})",
-    "logical_xor": "({0} != {1})",
-}
-OPS = frozenset(_EXPR) | {"cast"}
+# The records' scalar expressions (kernels/ops.py); "cast" is rendered here.
+_EXPR = {op.name: op.py for op in RECORDS.values() if op.py is not None}
+# exp, sigmoid and erf whose result is rounded to float32 use the branch-free forms of special.py:
+# within one float32 unit like libm, but they vectorize; float64 results keep libm.
+_EXPR_F32 = {op.name: op.py_f32 for op in RECORDS.values() if op.py_f32 is not None}
+OPS = frozenset(op.name for op in RECORDS.values() if "fused" in op.kernels)
 
 
 def _store(dtype, expr):
@@ -56,12 +50,6 @@ def _helpers_digest():
 
 
 _HELPERS = _helpers_digest()
-
-
-# exp, sigmoid and erf whose result is rounded to float32 use the branch-free forms of special.py:
-# within one float32 unit like libm, but they vectorize; float64 results keep libm.
-_EXPR_F32 = {"exp": "exp_for_float32({0})", "sigmoid": "(1.0 / (1.0 + exp_for_float32(-{0})))",
-             "erf": "erf_for_float32({0})"}
 
 
 def render(recipe, broadcast=None):

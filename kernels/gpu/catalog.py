@@ -1,6 +1,7 @@
 """One instance of every kernel family, for compile checks (NVRTC for CUDA, clang for MSL) and the
 device check scripts: each elementwise op on each dtype it takes, every reduction, the index copies,
 fills, the optimizer step, softmax and layer-norm rows and the matrix products."""
+from ..ops import OPS
 from . import elementwise as ew
 from . import index as gidx
 from . import layer_norm as glayer_norm
@@ -23,13 +24,14 @@ def _elementwise(has_double):
     for op in sorted(ew.OPS):
         if op in ("cast", "where"):
             continue
-        unary = op in ew.UNARY
+        record = OPS[op]
+        unary = record.arity == 1
         for dt in floats + ("int32", "int64", "bool"):
             ins = [dt] if unary else [dt, dt]
             odt = dt
-            if op in ("eq", "ne", "lt", "le", "gt", "ge") or op.startswith("logical"):
+            if record.dtype == "bool":
                 odt = "bool"
-            elif op in ew.NEEDS_WIDE or op in ("sqrt", "div"):
+            elif record.dtype in ("float", "div"):
                 odt = dt if dt in _FLOATS else "float32"
             if not ew.supported(op, ins, odt, has_double):
                 continue

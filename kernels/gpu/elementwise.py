@@ -7,22 +7,13 @@ float32 directly: the same bits, and much faster on GPUs with few float64 units.
 """
 import numpy as np
 
-from ..reference.elementwise import TRANSCENDENTAL  # noqa: F401 (the same op class on every device)
+from ..ops import OPS as _RECORDS
 from .spec import KernelSpec, cached, ctype, dtype_name
 
-NATIVE_SAFE = frozenset({"add", "sub", "mul", "div", "maximum", "minimum", "neg", "abs", "sqrt", "square",
-                         "relu", "floor", "ceil", "sign"})
-_ARITH = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
-_COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
-_MATH = {"exp", "log", "tanh", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "erf",
-         "sigmoid", "sqrt"}
-UNARY = frozenset(_MATH) | {"rsqrt", "neg", "abs", "sign", "relu", "square", "floor", "ceil", "logical_not",
-                            "cast"}
-BINARY = frozenset(_ARITH) | frozenset(_COMPARE) | {"maximum", "minimum", "logical_and", "logical_or",
-                                                     "logical_xor"}
-OPS = UNARY | BINARY | {"where"}
-# Ops that need float64 to match the reference, so a float-only dialect declines them for float32.
-NEEDS_WIDE = frozenset(_MATH - {"sqrt"}) | {"rsqrt"}
+# The ops with a device expression (their records' `c`), and those that need float64 to match the
+# reference, so a float-only dialect declines them for float32.
+OPS = frozenset(op.name for op in _RECORDS.values() if op.elementwise and "device" in op.kernels)
+NEEDS_WIDE = frozenset(name for name in OPS if _RECORDS[name].wide)
 
 
 def _kind(dtype):
@@ -54,73 +45,41 @@ def supported(op, in_dtypes, out_dtype, has_double):
     return True
 
 
-def _maxmin(a, b, cmp):
-    # NumPy's maximum/minimum: a NaN in `a` wins, else the comparison, else `b` (so ties return b).
-    return f"(({a}) != ({a}) ? ({a}) : (({a}) {cmp} ({b}) ? ({a}) : ({b})))"
-
-
 @cached
 def expression(op, in_dtypes, out_dtype, args, profile_double=True):
     """A C expression of type `ctype(out_dtype)` computing `op` on operand expressions `args`."""
     out = np.dtype(out_dtype)
     oc = ctype(out)
     ins = [np.dtype(d) for d in in_dtypes]
-    native = op in NATIVE_SAFE and all(d == out for d in ins) or not profile_double
+    record = _RECORDS[op]
+    native = record.native and all(d == out for d in ins) or not profile_double
     if op == "cast":
         if out.kind == "b":
             return f"(u8)(({args[0]}) != 0)"
         return f"({oc})({args[0]})"
-    if op == "where":
-        return f"(({args[0]}) != 0 ? ({oc})({args[1]}) : ({oc})({args[2]}))"
-    if op in _COMPARE:
+    if record.family == "select":
+        return record.c.format(*args, t=oc)
+    if record.family == "compare":
         wide = "real" if any(d.kind == "f" for d in ins) else "i64"
-        return f"(u8)((({wide})({args[0]})) {_COMPARE[op]} (({wide})({args[1]})))"
-    if op == "logical_not":
-        return f"(u8)(({args[0]}) == 0)"
-    if op in ("logical_and", "logical_or", "logical_xor"):
-        a, b = f"(({args[0]}) != 0)", f"(({args[1]}) != 0)"
-        sym = {"logical_and": "&&", "logical_or": "||", "logical_xor": "!="}[op]
-        return f"(u8)({a} {sym} {b})"
+        return f"(u8)({record.c.format(*(f'(({wide})({a}))' for a in args))})"
+    if record.family == "logical":
+        return f"(u8)({record.c.format(*(f'(({a}) != 0)' for a in args))})"
+    if record.dtype == "bool":
+        return record.c.format(*args)
     if out.kind == "b":
         # arithmetic on bools (e.g. maximum of masks) in integers, then back to 0/1
-        w = [f"(i64)({a})" for a in args]
-        inner = _arith(op, w, "i64", integer=True)
+        inner = _arith(record, [f"(i64)({a})" for a in args], "i64", integer=True)
         return f"(u8)(({inner}) != 0)"
     w = _wide_name(out, native)
     wargs = [f"({w})({a})" for a in args]
-    return f"({oc})({_arith(op, wargs, w, integer=out.kind != 'f')})"
+    return f"({oc})({_arith(record, wargs, w, integer=out.kind != 'f')})"
 
 
-def _arith(op, a, w, integer):
-    if op in _ARITH:
-        if integer and op != "div":
-            # two's-complement wraparound as NumPy does (signed overflow is undefined in C)
-            return f"(i64)((u64)({a[0]}) {_ARITH[op]} (u64)({a[1]}))"
-        return f"({a[0]} {_ARITH[op]} {a[1]})"
-    if op == "maximum":
-        return _maxmin(a[0], a[1], ">")
-    if op == "minimum":
-        return _maxmin(a[0], a[1], "<")
-    if op == "neg":
-        return f"(i64)((u64)0 - (u64)({a[0]}))" if integer else f"(-{a[0]})"
-    if op == "abs":
-        return f"({a[0]} < 0 ? (i64)((u64)0 - (u64)({a[0]})) : {a[0]})" if integer else f"lt_fabs({a[0]})"
-    if op == "square":
-        return f"(i64)((u64)({a[0]}) * (u64)({a[0]}))" if integer else f"({a[0]} * {a[0]})"
-    if op == "sign":
-        x = a[0]
-        if integer:
-            return f"({x} > 0 ? (i64)1 : ({x} < 0 ? (i64)-1 : (i64)0))"
-        return f"({x} != {x} ? {x} : ({x} > 0 ? ({w})1 : ({x} < 0 ? ({w})-1 : ({w})0)))"
-    if op == "relu":
-        return _maxmin(a[0], f"({w})0", ">")
-    if op in ("floor", "ceil"):
-        return a[0] if integer else f"lt_{op}({a[0]})"
-    if op == "rsqrt":
-        return f"(({w})1 / lt_sqrt({a[0]}))"
-    if op in _MATH:
-        return f"lt_{op}({a[0]})"
-    raise ValueError(f"no device expression for {op}")
+def _arith(record, args, w, integer):
+    template = record.c_int if integer and record.c_int is not None else record.c
+    if template is None:
+        raise ValueError(f"no device expression for {record.name}")
+    return template.format(*args, w=w)
 
 
 def collapse(shape, strides_list):

@@ -7,10 +7,11 @@ without float64 folds in float32 with Kahan compensation instead (not bit-identi
 """
 import numpy as np
 
+from .. import ops
 from .elementwise import collapse, contiguous_strides, index_code, offset_code
 from .spec import KernelSpec, cached, ctype, dtype_name
 
-OPS = frozenset({"sum", "mean", "prod", "var", "std", "amax", "amin", "argmax", "argmin"})
+OPS = ops.names(family="reduce") & ops.with_kernel("device")
 
 
 def supported(op, in_dtype, out_dtype, has_double):

@@ -5,10 +5,11 @@ what the composite graph computes on the device. Needs float64 (the folds and tr
 """
 import numpy as np
 
+from .. import ops
 from .elementwise import contiguous_strides, expression, index_code, offset_code
 from .spec import KernelSpec, cached, ctype
 
-OPS = frozenset({"softmax", "log_softmax", "softmax_grad", "log_softmax_grad"})
+OPS = ops.names(family="softmax") & ops.with_kernel("device")
 
 
 def _loop(n, stride, body):

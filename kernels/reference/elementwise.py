@@ -1,6 +1,8 @@
 """Elementwise reference kernels: widen to float64 (or int64), compute, round once at store."""
 import numpy as np
 
+from ..ops import OPS
+
 F64 = np.dtype(np.float64)
 I64 = np.dtype(np.int64)
 
@@ -70,34 +72,6 @@ def _rsqrt(x):
     return 1.0 / np.sqrt(x)
 
 
-# Float-valued unary ops: computed on float64 and rounded once to the output dtype.
-UNARY_FLOAT = {
-    "sqrt": np.sqrt, "rsqrt": _rsqrt, "exp": np.exp, "log": np.log, "tanh": np.tanh,
-    "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos,
-    "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "erf": _erf, "sigmoid": _sigmoid,
-}
-# Dtype-preserving unary ops: defined on ints and floats alike.
-UNARY_SAME = {
-    "neg": np.negative, "abs": np.abs, "sign": np.sign, "relu": _relu, "square": np.square,
-    "floor": np.floor, "ceil": np.ceil,
-}
-# Ops whose result may differ in the last unit between backends (libm vs device math).
-TRANSCENDENTAL = frozenset({"exp", "log", "tanh", "sin", "cos", "tan", "asin", "acos", "atan",
-                            "sinh", "cosh", "erf", "sigmoid"})
-
-BINARY_ARITH = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
-    "floordiv": np.floor_divide, "mod": np.mod, "pow": np.power,
-    "maximum": np.maximum, "minimum": np.minimum,
-}
-BINARY_COMPARE = {
-    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
-    "gt": np.greater, "ge": np.greater_equal,
-}
-BINARY_LOGICAL = {"logical_and": np.logical_and, "logical_or": np.logical_or,
-                  "logical_xor": np.logical_xor}
-
-
 def compute_dtype(dtype):
     """The wide dtype an elementwise op computes in before rounding to `dtype`."""
     dtype = np.dtype(dtype)
@@ -110,13 +84,6 @@ def compute_dtype(dtype):
 
 def _store(result, out_dtype):
     return np.asarray(result).astype(out_dtype, copy=False)
-
-
-# Correctly rounded (or exact) ops: computing them in the output dtype directly gives the same bits as
-# widening to float64 and rounding once (double rounding is innocuous since 53 >= 2 * 24 + 2), so the
-# kernels skip the widening when operands already have the output dtype.
-NATIVE_SAFE = frozenset({"add", "sub", "mul", "div", "maximum", "minimum", "neg", "abs", "sqrt", "square",
-                         "relu", "floor", "ceil", "sign"})
 
 
 def _unary(fn, native_ok):
@@ -167,9 +134,16 @@ def where(attrs, cond, a, b):
     return np.asarray(np.where(cond, a.astype(out_dtype, copy=False), b.astype(out_dtype, copy=False)))
 
 
+# The reference's own definitions; every other elementwise op is the NumPy function its record names.
+_DEFINED_HERE = {"erf": _erf, "sigmoid": _sigmoid, "relu": _relu, "rsqrt": _rsqrt}
+# The op record's `native`: correctly rounded (or exact) ops computed in the output dtype directly give
+# the same bits as widening to float64 and rounding once (double rounding is innocuous since
+# 53 >= 2 * 24 + 2), so the kernels skip the widening when operands already have the output dtype.
+_BUILD = {"unary": lambda fn, op: _unary(fn, op.native), "binary": lambda fn, op: _binary(fn, op.native),
+          "compare": lambda fn, op: _compare(fn), "logical": lambda fn, op: _logical(fn)}
+
 ELEMENTWISE_KERNELS = {"cast": cast, "logical_not": logical_not, "where": where}
-ELEMENTWISE_KERNELS.update({name: _unary(fn, name in NATIVE_SAFE) for name, fn in UNARY_FLOAT.items()})
-ELEMENTWISE_KERNELS.update({name: _unary(fn, name in NATIVE_SAFE) for name, fn in UNARY_SAME.items()})
-ELEMENTWISE_KERNELS.update({name: _binary(fn, name in NATIVE_SAFE) for name, fn in BINARY_ARITH.items()})
-ELEMENTWISE_KERNELS.update({name: _compare(fn) for name, fn in BINARY_COMPARE.items()})
-ELEMENTWISE_KERNELS.update({name: _logical(fn) for name, fn in BINARY_LOGICAL.items()})
+for _op in OPS.values():
+    if _op.family in _BUILD and _op.name not in ELEMENTWISE_KERNELS:
+        _fn = _DEFINED_HERE[_op.name] if _op.numpy is None else getattr(np, _op.numpy)
+        ELEMENTWISE_KERNELS[_op.name] = _BUILD[_op.family](_fn, _op)

@@ -1,6 +1,9 @@
 """The fused AdamW update: one kernel reads (param, grad, m, v) and writes (param', m', v') stacked."""
 import numpy as np
 
+from .elementwise import ELEMENTWISE_KERNELS
+from .reduce import REDUCE_KERNELS
+
 
 def adamw(attrs, p, g, m, v, lr, bias1, bias2):
     """PyTorch's AdamW step in float64, each output rounded once:
@@ -20,8 +23,7 @@ def sum_of_squares(attrs, *grads):
     """sum(g0 * g0) + sum(g1 * g1) + ... as the composite of those ops computes it: each square rounded
     to the dtype, each sum the float64 left fold rounded once, the partial totals added left to right
     in the dtype. One node for clip_grad_norm_'s total instead of three per gradient."""
-    from .elementwise import ELEMENTWISE_KERNELS as ew
-    from .reduce import REDUCE_KERNELS as red
+    ew, red = ELEMENTWISE_KERNELS, REDUCE_KERNELS
     dtype = np.dtype(attrs["dtype"])
     total = None
     for g in grads:

@@ -3,10 +3,13 @@ causal multi-head attention and a GELU MLP, a final LayerNorm and a (tied or unt
 import dataclasses
 import math
 
-from .. import autograd, dtypes
+import numpy as np
+
+from .. import dtypes, grad_mode
 from ..creation import arange, tensor
 from .. import nn
 from ..nn import functional as F
+from ..random import rand
 
 
 @dataclasses.dataclass
@@ -118,11 +121,9 @@ class GPT(nn.Module):
         loss = F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(-1), ignore_index=-1)
         return logits, loss
 
-    @autograd.no_grad()
+    @grad_mode.no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, greedy=False):
         """Extend the (B, T) prompt by sampling one token at a time (reads each new token on the host)."""
-        import numpy as np
-        from ..random import rand
         was_training = self.training
         self.eval()
         tokens = np.asarray(idx.numpy(), dtype=np.int64)

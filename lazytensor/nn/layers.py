@@ -1,7 +1,7 @@
 """Layers: Linear, Embedding, LayerNorm, Dropout, GELU, ReLU, Sequential, ModuleList."""
 import math
 
-from .. import autograd
+from .. import grad_mode
 from ..creation import ones, zeros
 from ..random import randn, uniform
 from . import functional as F
@@ -15,7 +15,7 @@ class Linear(Module):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
         bound = 1.0 / math.sqrt(in_features) if in_features else 0.0
-        with autograd.no_grad():
+        with grad_mode.no_grad():
             self.weight = Parameter(uniform(out_features, in_features, low=-bound, high=bound))
             self.bias = Parameter(uniform(out_features, low=-bound, high=bound)) if bias else None
 
@@ -32,7 +32,7 @@ class Embedding(Module):
     def __init__(self, num_embeddings, embedding_dim):
         super().__init__()
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        with autograd.no_grad():
+        with grad_mode.no_grad():
             self.weight = Parameter(randn(num_embeddings, embedding_dim))
 
     def forward(self, idx):

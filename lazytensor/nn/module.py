@@ -3,7 +3,7 @@ import collections
 
 import numpy as np
 
-from .. import autograd
+from .. import grad_mode
 from ..runtime import hostio
 from ..tensor import Tensor
 
@@ -157,7 +157,7 @@ class Module:
             if tuple(shape) != target.shape:
                 raise ValueError(f"load_state_dict: {key} has shape {tuple(shape)} in the state but "
                                  f"{target.shape} in the model")
-            with autograd.no_grad():
+            with grad_mode.no_grad():
                 if arr is not None:
                     target._node = hostio.replace_value(arr.astype(target._node.dtype, copy=True), "load")
                 else:

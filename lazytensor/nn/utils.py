@@ -1,5 +1,5 @@
 """Gradient utilities."""
-from .. import autograd
+from .. import grad_mode
 from ..tensor import Tensor
 
 
@@ -10,7 +10,7 @@ def clip_grad_norm_(parameters, max_norm, eps=1e-6):
     grads = [p.grad for p in parameters if p.grad is not None]
     if not grads:
         raise ValueError("clip_grad_norm_: no parameter has a gradient; call backward() first")
-    with autograd.no_grad():
+    with grad_mode.no_grad():
         if all(g.dtype == grads[0].dtype and g.dtype.is_floating_point for g in grads):
             # one node for the whole total (kernels/reference/optim.py), not three per gradient
             total = Tensor._from_op("sum_of_squares", grads, {"dtype": grads[0].dtype.np}, (), grads[0].dtype)

@@ -15,6 +15,7 @@ import weakref
 import numpy as np
 
 from ...kernels.gpu import elementwise as gew
+from ...kernels.ops import OPS
 from ..memory import DeviceMemory, PinnedPool
 from ..policy import CUDA_THRESHOLDS, accepts, accepts_group, placement
 from ..transfers import LOG
@@ -187,8 +188,8 @@ class KernelDevice(Backend):
             return False
         if self.offload == "always":
             return True
-        ops = {ins[0] for ins in group.recipe[1]}
-        return accepts_group(self, group.root, bool(ops & gew.TRANSCENDENTAL), operands)
+        transcendental = any(OPS[ins[0]].policy == "transcendental" for ins in group.recipe[1] if ins[0] in OPS)
+        return accepts_group(self, group.root, transcendental, operands)
 
     def launch_group(self, group, args, out_block):
         """Launch the fused group: `args` are the inputs' device arrays, then the 0-d parameter nodes'

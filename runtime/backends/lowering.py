@@ -7,6 +7,7 @@ this launch only (the scatter grouping), or STATUS (the device's status buffer).
 """
 import numpy as np
 
+from ...kernels import ops
 from ...kernels.gpu import elementwise as ew
 from ...kernels.gpu import index as gidx
 from ...kernels.gpu import layer_norm as glayer_norm
@@ -260,9 +261,11 @@ def _adamw(node, operands, has_double):
     return [Launch(spec, [OUT, 0, 1, 2, 3], [("operand", k) for k in (4, 5, 6)])]
 
 
-_MOVEMENT = frozenset({"reshape", "contiguous", "permute", "expand", "slice", "pad_slice", "place_slices",
-                       "cat", "tril", "triu", "full"})
-_INDEX = frozenset({"take", "take_along", "scatter_take", "scatter_take_along"})
+_DEVICE_OPS = ops.with_kernel("device")
+# A full is a strided map of one value, built like the copies.
+_MOVEMENT = (ops.names(family="movement") | {"full"}) & _DEVICE_OPS
+_INDEX = ops.names(family="index") & _DEVICE_OPS
+_RANDOM = ops.names(family="random") & _DEVICE_OPS
 
 
 # Attributes that change from call to call without changing the kernels (they reach them as scalars).
@@ -302,7 +305,7 @@ def lower(node, operands, has_double=True, tiled_matmul=None, device_checks=Fals
 
 
 def _lower(node, operands, has_double, tiled_matmul, device_checks):
-    if node.size == 0 or any(b.dtype not in _KERNEL_DTYPES for b in operands):
+    if node.op not in _DEVICE_OPS or node.size == 0 or any(b.dtype not in _KERNEL_DTYPES for b in operands):
         return None
     if not has_double and node.dtype == np.float64:
         return None
@@ -319,7 +322,7 @@ def _lower(node, operands, has_double, tiled_matmul, device_checks):
         return _matmul(node, operands, has_double, tiled_matmul)
     if op in _INDEX:
         return _index(node, operands, has_double, device_checks)
-    if op in ("uniform", "normal", "randint"):
+    if op in _RANDOM:
         return _random(node, has_double)
     if op == "adamw":
         return _adamw(node, operands, has_double)

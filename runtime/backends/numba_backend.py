@@ -24,13 +24,15 @@ from ...kernels.cpu import optim as cpu_optim
 from ...kernels.cpu import reduce as cpu_reduce
 from ...kernels.cpu import softmax as cpu_softmax
 from ...kernels.cpu import special as cpu_special
+from ...kernels import ops
 from ...kernels.reference import KERNELS
 from .. import parallel
-from ..opset import LAYER_NORM_OPS, SOFTMAX_OPS
 from .base import Backend
 
 MIN_ELEMENTS = 8192  # below this, a compiled call's dispatch costs more than NumPy's temporaries save
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_LAYER_NORM = ops.names(family="layer_norm")
+_SOFTMAX = ops.names(family="softmax")
 
 
 def _count(shape, axes):
@@ -73,9 +75,11 @@ class NumbaBackend(Backend):
 
     name = "numba"
     is_host = True
-    OPS = frozenset({"sum", "mean", "var", "std", "erf", "amax", "amin"})
+    OPS = ops.with_kernel("numba")  # the records that name a numba kernel; fused groups come on their own
 
     def accepts(self, node, operands):
+        if node.op not in self.OPS:
+            return False
         if node.op == "matmul":
             return parallel.splitting() and _splittable_matmul(node, operands)
         if node.op == "adamw":
@@ -86,14 +90,14 @@ class NumbaBackend(Backend):
             g, index = operands
             return (node.dtype in _FLOATS and g.dtype == node.dtype and index.dtype.kind == "i"
                     and g.nbytes // g.dtype.itemsize >= MIN_ELEMENTS)
-        if node.op in LAYER_NORM_OPS:
+        if node.op in _LAYER_NORM:
             return (node.dtype in _FLOATS and node.size >= MIN_ELEMENTS
                     and _count(node.shape, node.attrs["axes"]) > 0
                     and all(b.dtype == node.dtype and b.shape == node.shape for b in operands))
-        if node.op in SOFTMAX_OPS:
+        if node.op in _SOFTMAX:
             return (node.dtype in _FLOATS and node.size >= MIN_ELEMENTS
                     and all(b.dtype == node.dtype and b.shape == node.shape for b in operands))
-        if node.op not in self.OPS or len(operands) != 1:
+        if len(operands) != 1:
             return False
         x = operands[0]
         if x.dtype not in _FLOATS or node.dtype not in _FLOATS:
@@ -116,10 +120,10 @@ class NumbaBackend(Backend):
             return cpu_reduce.sum_of_squares(args, node.dtype)
         if node.op == "scatter_take":
             return self._scatter_take(node, *args)
-        if node.op in LAYER_NORM_OPS:
+        if node.op in _LAYER_NORM:
             return cpu_layer_norm.run(node.op, node.attrs["axes"], node.attrs["eps"], args, node.dtype,
                                       parallel.split)
-        if node.op in SOFTMAX_OPS:
+        if node.op in _SOFTMAX:
             return cpu_softmax.run(node.op, node.attrs["axis"], args, node.dtype, parallel.split)
         x = args[0]
         if node.op == "erf":

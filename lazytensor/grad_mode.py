@@ -1,0 +1,65 @@
+"""Gradient recording: whether ops record gradients now, and the record each op leaves on its output.
+
+Whether an op is differentiable is its registry record's `grad` mark (kernels/ops.py): "rule" ops record
+a GradFn (their rules are in lazytensor/autograd.py, which refuses to load with one missing); the others
+give constants. The walk over the records (`backward`) is in lazytensor/autograd.py.
+"""
+import contextlib
+
+from .kernels.ops import OPS
+
+_state = {"enabled": True}
+
+
+def is_grad_enabled():
+    return _state["enabled"]
+
+
+class set_grad_enabled(contextlib.ContextDecorator):
+    """Turn gradient recording on or off for a block (or, as a decorator, a function)."""
+
+    def __init__(self, mode):
+        self.mode = bool(mode)
+        self.prev = None
+
+    def __enter__(self):
+        self.prev = _state["enabled"]
+        _state["enabled"] = self.mode
+
+    def __exit__(self, *exc):
+        _state["enabled"] = self.prev
+        return False
+
+
+def no_grad():
+    """`with lt.no_grad():` (or `@lt.no_grad()`): ops inside record no gradients."""
+    return set_grad_enabled(False)
+
+
+def enable_grad():
+    return set_grad_enabled(True)
+
+
+class GradFn:
+    """What backward needs of one op: its name, the input tensors, their values then, attrs, its output."""
+
+    __slots__ = ("op", "parents", "saved", "attrs", "out")
+
+    def __init__(self, op, parents, attrs, out_node):
+        self.op = op
+        self.parents = parents
+        self.saved = tuple(p._node for p in parents)  # the values as they were, even after host writes
+        self.attrs = attrs
+        self.out = out_node
+
+    def __repr__(self):
+        return f"<GradFn {self.op}>"
+
+
+def record(out, op, inputs, attrs):
+    """Attach a GradFn to `out` if gradients are on, any input requires them and the op has a rule."""
+    if _state["enabled"] and any(t.requires_grad for t in inputs):
+        if OPS[op].grad != "rule":
+            return  # not differentiable (comparisons, argmax, integer outputs): the result is a constant
+        out.requires_grad = True
+        out._grad_fn = GradFn(op, tuple(inputs), attrs, out._node)
