@@ -24,8 +24,9 @@ from .random import (get_rng_state, initial_seed, manual_seed, normal, rand, ran
                      randn_like, set_rng_state, uniform)
 from .evaluation import counters, realize, reset_counters
 from .device_api import (clear_transfer_log, devices, get_device, get_num_threads, kernel_cache_dir, memory_budget,
-                         profile, residency_stats, set_device, set_memory_budget, set_num_threads,
-                         set_transfer_log_capacity, transfer_log, transfer_log_capacity, tune_host_malloc)
+                         profile, register_device, residency_stats, set_device, set_memory_budget,
+                         set_num_threads, set_transfer_log_capacity, transfer_log, transfer_log_capacity,
+                         tune_host_malloc)
 
 globals().update(_UN)
 globals().update(_BIN)

@@ -24,6 +24,14 @@ def set_device(name="auto", **options):
     return _devices.select(name, **options)
 
 
+def register_device(name, open, probe=None, kind="accelerator", auto=False):
+    """Add a device: `open(**options)` returns (backend, description) or (None, why not); the backend
+    implements lazytensor.runtime.backends.base.DeviceBackend (or HostBackend). It can then be selected
+    by `set_device(name)`, LAZYTENSOR_DEVICE, `Tensor.to(name)` and `device=name`, and is listed by
+    `devices()`. `probe()` returns (available, reason); `auto`: whether set_device("auto") may pick it."""
+    _devices.register(name, open, probe, kind, auto)
+
+
 def get_device():
     """The name of the active device ("cpu" when everything runs on the host)."""
     return _devices.active_name()
@@ -44,7 +52,7 @@ def set_memory_budget(budget):
     """Cap the bytes resident on the device (int, or a string like "512MB"/"2GiB"); evicts down to it now."""
     nbytes = parse_bytes(budget)
     set_budget_override(nbytes)
-    memory = getattr(_devices.active_device(), "memory", None)
+    memory = _devices.active_memory()
     if memory is not None:
         memory.set_budget(nbytes)
     return nbytes
@@ -52,7 +60,7 @@ def set_memory_budget(budget):
 
 def memory_budget():
     """The active device's budget in bytes, or None where nothing stays resident (the CPU, Metal)."""
-    memory = getattr(_devices.active_device(), "memory", None)
+    memory = _devices.active_memory()
     return None if memory is None else memory.budget
 
 

@@ -105,9 +105,9 @@ Tensor.log_softmax = activations.log_softmax
 
 
 def _to(self, target):
-    """A dtype: this tensor converted to it. A device name ("cpu", "virtual", "cuda"): this tensor,
-    realized and copied there now (self is returned; its value is unchanged)."""
-    if isinstance(target, str) and target.split(":")[0].lower() in ("cpu", "virtual", "cuda", "metal"):
+    """A dtype: this tensor converted to it. A device name ("cpu", "virtual", "cuda", any registered
+    device): this tensor, realized and copied there now (self is returned; its value is unchanged)."""
+    if _devices.is_device_name(target):
         where = _devices.resolve_placement(target)
         if where == "cpu":
             hostio.place_on_host(self._node)

@@ -27,10 +27,12 @@ def _switch(name, raw):
 
 
 def _choice(*choices):
+    """A parser accepting one of `choices` (a function returning them is read when a value is parsed)."""
     def parse(name, raw):
         value = raw.strip().lower()
-        if value not in choices:
-            raise ValueError(f"{name} must be one of {', '.join(choices)}; got {raw!r}")
+        allowed = choices[0]() if callable(choices[0]) else choices
+        if value not in allowed:
+            raise ValueError(f"{name} must be one of {', '.join(allowed)}; got {raw!r}")
         return value
     return parse
 
@@ -103,10 +105,25 @@ def _offload(device):
                     _choice("policy", "always"))
 
 
+_DEVICE_NAMES = ["auto", "cpu"]  # and every device runtime/devices.py registers
+
+
+def allow_device(name):
+    """Accept `name` as a value of LAZYTENSOR_DEVICE (called when a device is registered)."""
+    if name not in _DEVICE_NAMES:
+        _DEVICE_NAMES.append(name)
+
+
+
+def forbid_device(name):
+    if name in _DEVICE_NAMES[2:]:
+        _DEVICE_NAMES.remove(name)
+
+
 VARIABLES = (
-    Variable("LAZYTENSOR_DEVICE", "`auto`, `cpu`, `virtual`, `cuda`, `metal`", "auto", "`auto`",
-             "the device kernels run on (`auto`: CUDA, else Metal, else the CPU)",
-             _choice("auto", "cpu", "virtual", "cuda", "metal")),
+    Variable("LAZYTENSOR_DEVICE",
+             "`auto`, `cpu`, `virtual`, `cuda`, `metal`, or a name given to `lt.register_device`", "auto", "`auto`", "the device kernels run on (`auto`: CUDA, else Metal, else the CPU)",
+             _choice(lambda: _DEVICE_NAMES)),
     Variable("LAZYTENSOR_MEMORY_BUDGET", "bytes: `512MB`, `2GiB`, `1048576`", None, "a quarter of free memory",
              "bytes a device may keep resident (blocks cached for reuse included)", _bytes),
     Variable("LAZYTENSOR_JIT", "`1`, `0`", True, "`1`", "`0` turns the numba backend off (NumPy runs everything)",

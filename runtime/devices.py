@@ -1,7 +1,10 @@
-"""Device selection: which backends exist here, why the others do not, and the active fallback chain.
+"""Device selection: the registry of devices, which exist here and why the others do not, and the
+active fallback chain.
 
-LAZYTENSOR_DEVICE=auto|cuda|metal|virtual|cpu (default auto: the first available accelerator, else the
-CPU). A requested device that is missing prints one line on stderr and the program runs on the CPU.
+A device is registered once (`register`: name, open, probe); selection, `lt.devices()`, `Tensor.to`,
+`device=` placements and LAZYTENSOR_DEVICE all read the registry. LAZYTENSOR_DEVICE=auto|cuda|metal|
+virtual|cpu (default auto: the first available accelerator, else the CPU). A requested device that is
+missing prints one line on stderr and the program runs on the CPU.
 """
 import ctypes
 import os
@@ -10,12 +13,56 @@ import weakref
 
 from ..kernels.cache import cache_path
 from . import config
+from .backends.cuda_driver import open_driver
+from .backends.kernel_device import KernelDevice
+from .backends.metal import MetalBackend, unavailable_reason
 from .backends.numba_backend import NumbaBackend
 from .backends.numpy_backend import NumpyBackend
+from .backends.virtual import VirtualDevice
 
-NAMES = ("auto", "cuda", "metal", "virtual", "cpu")
 VIRTUAL_REASON = ("a separate memory arena in host RAM with real copies, a budget and eviction; for testing "
                   "and rehearsing a GPU run's transfers; not acceleration (slower than the CPU path)")
+
+
+class DeviceEntry:
+    """A device lazytensor can select: its name, kind, how to open one and how to tell whether it can.
+
+    `open(**options)` returns (backend, description) or (None, the reason it cannot); `probe()` returns
+    (available, reason) without side effects beyond starting the default instance once; `auto`: whether
+    `auto` selection may pick it (True, False, or a function deciding when asked)."""
+
+    __slots__ = ("name", "kind", "open", "probe", "auto")
+
+    def __init__(self, name, kind, open, probe, auto):
+        self.name, self.kind, self.open, self.probe, self.auto = name, kind, open, probe, auto
+
+
+_REGISTRY = {}
+
+
+def register(name, open, probe=None, kind="accelerator", auto=False):
+    """Make a device selectable by `name` (lt.set_device, LAZYTENSOR_DEVICE, Tensor.to, device=) and
+    listed by lt.devices(). `open` and `probe` as DeviceEntry says; without `probe`, opening decides."""
+    name = name.strip().lower()
+    if name in ("auto", "cpu"):
+        raise ValueError(f"{name!r} is reserved: it is not a device that can be registered")
+    if probe is None:
+        def probe():
+            device, reason = open()
+            return device is not None, reason
+    _REGISTRY[name] = DeviceEntry(name, kind, open, probe, auto)
+    config.allow_device(name)
+
+
+def unregister(name):
+    """Forget a registered device (the active one stays active until the next selection)."""
+    _REGISTRY.pop(name, None)
+    config.forbid_device(name)
+
+
+def names():
+    """Every name a device can be selected by: auto, the registered devices, cpu."""
+    return ("auto",) + tuple(_REGISTRY) + ("cpu",)
 
 
 def kernel_cache_dir(kind="numba"):
@@ -69,8 +116,6 @@ def _open_cuda(driver=None, offload=None, memory=None):
             except OSError:
                 return None, "no NVIDIA driver here (libcuda.so.1 could not be loaded)"
         try:
-            from .backends.cuda_driver import open_driver
-            from .backends.kernel_device import KernelDevice
             device = KernelDevice(open_driver(kind, memory), mode)
             return device, device.driver.description
         except (ImportError, RuntimeError, OSError) as exc:
@@ -91,7 +136,6 @@ def _open_metal(module=None, offload=None):
     stands in for metalcompute (a test double on other platforms); it and `offload` start a fresh one."""
     def start():
         try:
-            from .backends.metal import MetalBackend, unavailable_reason
             reason = None if module is not None else unavailable_reason()
             if reason is not None:
                 return None, reason
@@ -107,18 +151,25 @@ def _probe_metal():
     return device is not None, reason
 
 
+def _open_virtual(**options):
+    return VirtualDevice(**options), VIRTUAL_REASON
+
+
+# auto never picks the emulated CUDA driver (it is for tests and is slower than the CPU).
+register("cuda", _open_cuda, _probe_cuda, auto=lambda: config.get("LAZYTENSOR_CUDA_DRIVER") != "emulated")
+register("metal", _open_metal, _probe_metal, auto=True)
+register("virtual", _open_virtual, lambda: (True, VIRTUAL_REASON), kind="simulated device")
+
+
 def describe():
-    """One entry per backend: name, kind, available, why (not), and whether it is the active one."""
-    cuda_ok, cuda_why = _probe_cuda()
-    metal_ok, metal_why = _probe_metal()
+    """One entry per device and the host: name, kind, available, why (not), and whether it is active."""
     active = active_name()
-    entries = [
-        {"name": "cuda", "kind": "accelerator", "available": cuda_ok, "reason": cuda_why},
-        {"name": "metal", "kind": "accelerator", "available": metal_ok, "reason": metal_why},
-        {"name": "virtual", "kind": "simulated device", "available": True, "reason": VIRTUAL_REASON},
-        {"name": "cpu", "kind": "host", "available": True,
-         "reason": " + ".join(b.name for b in _HOST_CHAIN) + " kernels"},
-    ]
+    entries = []
+    for entry in _REGISTRY.values():
+        ok, why = entry.probe()
+        entries.append({"name": entry.name, "kind": entry.kind, "available": ok, "reason": why})
+    entries.append({"name": "cpu", "kind": "host", "available": True,
+                    "reason": " + ".join(b.name for b in _HOST_CHAIN) + " kernels"})
     for e in entries:
         e["active"] = e["name"] == active
     return entries
@@ -135,24 +186,21 @@ def _notice(requested, reason):
 def select(name=None, **options):
     """Make `name` (or LAZYTENSOR_DEVICE, or auto) the active device; returns the name that runs."""
     requested = (name or config.get("LAZYTENSOR_DEVICE")).strip().lower()
-    if requested not in NAMES:
-        raise ValueError(f"unknown device {requested!r}; choose one of {', '.join(NAMES)}")
+    if requested not in names():
+        raise ValueError(f"unknown device {requested!r}; choose one of {', '.join(names())}")
     device = None
-    if requested == "virtual":
-        from .backends.virtual import VirtualDevice
-        device = VirtualDevice(**options)
-        _state["created"].append(weakref.ref(device))
-    elif requested in ("cuda", "metal"):
-        device, reason = _open_cuda(**options) if requested == "cuda" else _open_metal(**options)
+    if requested == "auto":
+        # The first available device that auto may pick, in registration order.
+        for entry in _REGISTRY.values():
+            if entry.auto() if callable(entry.auto) else entry.auto:
+                device = entry.open()[0]
+                if device is not None:
+                    break
+    elif requested != "cpu":
+        device, reason = _REGISTRY[requested].open(**options)
         if device is None:
             _notice(requested, reason)
-    elif requested == "auto":
-        # The first available accelerator (the emulated CUDA driver only when asked for by name).
-        if config.get("LAZYTENSOR_CUDA_DRIVER") != "emulated":
-            device = _open_cuda()[0]
-        if device is None and sys.platform == "darwin":
-            device = _open_metal()[0]
-    if device is not None and device.name == "cuda":
+    if device is not None and not device.is_host:
         _state["created"].append(weakref.ref(device))
     _state["device"], _state["name"] = device, (device.name if device else "cpu")
     return _state["name"]
@@ -163,6 +211,12 @@ def active_device():
     if _state["name"] is None:
         select()
     return _state["device"]
+
+
+def active_memory():
+    """The active device's DeviceMemory, or None where nothing stays resident (the CPU, Metal)."""
+    device = active_device()
+    return device.memory if device is not None and not device.is_host else None
 
 
 def active_name():
@@ -184,21 +238,24 @@ def all_devices():
     return [d for d in alive if d is not None]
 
 
+def is_device_name(name):
+    """Whether `name` ("cuda", "cuda:0", "cpu", ...) names a placement: the host or a registered device."""
+    return isinstance(name, str) and name.split(":")[0].strip().lower() in names()[1:]
+
+
 def resolve_placement(name):
     """Normalize a tensor placement ("cuda:0" -> "cuda"); a device that is not active gets a notice
     and "cpu" (the value stays on the host)."""
     if name is None:
         return None
     base = str(name).split(":")[0].strip().lower()
-    if base not in NAMES or base == "auto":
-        raise ValueError(f"unknown device {name!r}; choose one of cpu, virtual, cuda, metal")
+    if not is_device_name(base):
+        raise ValueError(f"unknown device {name!r}; choose one of {', '.join(names()[1:])}")
     if base == "cpu" or base == active_name():
         return base
     why = "it is not the active device; select it with lt.set_device() or LAZYTENSOR_DEVICE"
-    if base in ("cuda", "metal"):
-        ok, reason = (_probe_cuda if base == "cuda" else _probe_metal)()
-        why = reason if not ok else why
-    _notice(base, why)
+    ok, reason = _REGISTRY[base].probe()
+    _notice(base, why if ok else reason)
     return "cpu"
 
 
@@ -207,6 +264,4 @@ def fusing_backend(chain):
     (numba on the host, a kernel-compiling device); None with LAZYTENSOR_FUSE=0."""
     if not config.get("LAZYTENSOR_FUSE"):
         return None
-    first = chain[0]
-    fuses = getattr(first, "launch_fused" if first.is_host else "launch_group", None) is not None
-    return first if fuses else None
+    return chain[0] if chain[0].fuses else None

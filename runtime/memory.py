@@ -232,7 +232,7 @@ class DeviceMemory:
                 "cached_bytes": self.cached_bytes, "buffers_resident": len(self._lru),
                 "evictions": self.evictions, "evicted_bytes": self.evicted_bytes,
                 "memory_fallbacks": self.memory_fallbacks, "device_free": free, "device_total": total,
-                "status_reads": getattr(self.backend, "status_reads", 0)}
+                "status_reads": self.backend.status_reads}
 
 
 class PinnedPool:

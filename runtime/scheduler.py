@@ -64,7 +64,7 @@ def _run_group(group, backend, chain):
                 _record(group.root, backend, start, group.label)
                 return buf
     fusers = [backend] if backend.is_host else []
-    fusers += [b for b in chain[1:] if b.is_host and getattr(b, "launch_fused", None) is not None]
+    fusers += [b for b in chain[1:] if b.is_host and b.fuses]
     for fuser in fusers:
         buf = _run_group_on_host(group, fuser)
         if buf is not None:
@@ -76,7 +76,7 @@ def _record(node, backend, start, label=None):
     """While profiling: the kernel's record, with device time where the backend measures it."""
     if LOG.profiling:
         backend.synchronize()
-        measured = backend.kernel_seconds() if hasattr(backend, "kernel_seconds") else None
+        measured = backend.kernel_seconds()
         LOG.kernel(node, backend.name, start, measured if measured is not None else now() - start, label=label)
 
 

@@ -45,6 +45,7 @@ def unit(*shape):
 UNARY = {
     "neg": (lambda x: -x, anyv), "abs": (lambda x: x.abs(), anyv), "sqrt": (lambda x: x.sqrt(), pos),
     "rsqrt": (lambda x: x.rsqrt(), pos), "exp": (lambda x: x.exp(), anyv), "log": (lambda x: x.log(), pos),
+    "expm1": (lambda x: x.expm1(), anyv), "log1p": (lambda x: x.log1p(), pos),
     "tanh": (lambda x: x.tanh(), anyv), "sin": (lambda x: x.sin(), anyv), "cos": (lambda x: x.cos(), anyv),
     "tan": (lambda x: x.tan(), unit), "asin": (lambda x: x.asin(), unit), "acos": (lambda x: x.acos(), unit),
     "atan": (lambda x: x.atan(), anyv), "sinh": (lambda x: x.sinh(), anyv), "cosh": (lambda x: x.cosh(), anyv),

@@ -39,7 +39,7 @@ def test_only_the_configuration_module_reads_the_environment_for_our_variables()
 
 
 @pytest.mark.parametrize("name,raw,message", [
-    ("LAZYTENSOR_DEVICE", "gpu", "LAZYTENSOR_DEVICE must be one of auto, cpu, virtual, cuda, metal; got 'gpu'"),
+    ("LAZYTENSOR_DEVICE", "gpu", "LAZYTENSOR_DEVICE must be one of auto, cpu, cuda, metal, virtual; got 'gpu'"),
     ("LAZYTENSOR_JIT", "maybe", "LAZYTENSOR_JIT must be 1 or 0"),
     ("LAZYTENSOR_NUM_THREADS", "0", "LAZYTENSOR_NUM_THREADS must be a positive integer, got '0'"),
     ("LAZYTENSOR_LOG_RECORDS", "-1", "LAZYTENSOR_LOG_RECORDS must be a non-negative integer"),

@@ -16,12 +16,13 @@ OTHER_BINARY = {"floordiv": np.floor_divide, "mod": np.mod, "pow": np.power}
 COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
            "gt": np.greater, "ge": np.greater_equal}
 UNARY = {"neg": np.negative, "abs": np.abs, "sqrt": np.sqrt, "exp": np.exp, "log": np.log,
+         "expm1": np.expm1, "log1p": np.log1p,
          "tanh": np.tanh, "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin,
          "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "sign": np.sign,
          "square": np.square, "floor": np.floor, "ceil": np.ceil, "rsqrt": lambda x: 1 / np.sqrt(x),
          "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "relu": lambda x: np.maximum(x, 0),
          "erf": np.vectorize(math.erf, otypes=[np.float64])}
-DOMAIN = {"sqrt": (0.1, 4), "rsqrt": (0.1, 4), "log": (0.1, 4), "asin": (-0.9, 0.9), "acos": (-0.9, 0.9)}
+DOMAIN = {"sqrt": (0.1, 4), "rsqrt": (0.1, 4), "log": (0.1, 4), "log1p": (-0.9, 4), "asin": (-0.9, 0.9), "acos": (-0.9, 0.9)}
 ULP_TOL = {np.float32: 4e-7, np.float64: 4e-16}
 
 

@@ -1,5 +1,5 @@
-"""Executors. Each backend has the same small interface (see base.Backend)."""
-from .base import Backend
+"""Executors. Every backend implements the contract of base.py (HostBackend or DeviceBackend)."""
+from .base import DeviceBackend, HostBackend
 from .numpy_backend import NumpyBackend
 
-__all__ = ["Backend", "NumpyBackend"]
+__all__ = ["DeviceBackend", "HostBackend", "NumpyBackend"]

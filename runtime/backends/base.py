@@ -1,27 +1,91 @@
-"""The interface every executor implements."""
+"""The backend contract: every method the runtime calls on an executor, in two kinds.
+
+A `HostBackend` computes on host arrays (NumPy, numba, and Metal, whose results come back per call);
+a `DeviceBackend` owns memory of its own, and the runtime moves values to and from it (uploads,
+downloads, residency, eviction). The scheduler, the memory manager, the copies and the policy call
+nothing else, so a new executor is one class implementing these methods plus, for a device, one
+`devices.register` call (`LoweringDevice` in runtime/backends/lowering.py is the mixin of devices that
+compile the kernels of `kernels/gpu/`). Optional methods have working defaults here; required ones raise NotImplementedError.
+"""
 
 
-class Backend:
-    """An executor: it accepts or declines each kernel, and runs the ones it accepts.
-
-    Host backends (`is_host`) compute on host arrays directly; device backends own separate memory and
-    implement alloc/free/upload/download/synchronize/mem_info as well.
-    """
+class HostBackend:
+    """An executor on host memory: it accepts or declines each kernel and runs the ones it accepts."""
 
     name = "abstract"
     is_host = True
+    fuses = False  # whether it runs fused elementwise groups (launch_fused)
 
     def accepts(self, node, operands):
-        """Whether this backend runs `node` given where its operand buffers live now."""
+        """Whether this backend runs `node`, given its operands' Buffers (runtime/residency.py); no side
+        effects beyond remembering what it planned for the launch that follows."""
         raise NotImplementedError
 
     def launch(self, node, args):
-        """Compute `node` from its operands' arrays on this backend; returns the result array."""
+        """Compute `node` from its operands' host arrays; returns the result array."""
         raise NotImplementedError
+
+    def launch_fused(self, recipe, root, arrays, params):
+        """A fused elementwise group's value (runtime/fusion.py builds `recipe`), or None to decline it."""
+        return None
 
     def synchronize(self):
         """Wait for queued work. Host backends run synchronously."""
 
+    def kernel_seconds(self):
+        """Time the last kernel took where the backend measures it itself (device events), else None."""
+        return None
+
     def mem_info(self):
         """(free, total) bytes of this backend's memory, or None for host memory."""
         return None
+
+
+class DeviceBackend(HostBackend):
+    """An executor with memory of its own. Besides the kernel methods it provides what `DeviceMemory`
+    (runtime/memory.py), the copies (runtime/copies.py) and the policy (runtime/policy.py) use:
+
+    - `name`: the device's name (selection, placements, the transfer log), set per instance;
+    - `memory`: its DeviceMemory (budget, block cache, eviction), `pinned_pool`: host staging buffers;
+    - `thresholds` (a table of runtime/policy.py), `offload` ("policy" or "always"), `gemv_offers`;
+    - raw_alloc / raw_free / view / upload / download / mem_info below.
+    """
+
+    is_host = False
+    status_reads = 0  # control reads of a device status word (not data: they are not in the transfer log)
+
+    def raw_alloc(self, size):
+        """A new block of at least `size` bytes (an object the backend understands), or raise MemoryError."""
+        raise NotImplementedError
+
+    def raw_free(self, block):
+        raise NotImplementedError
+
+    def view(self, block, shape, dtype):
+        """What a kernel of this backend receives for a value of `shape`/`dtype` stored in `block`."""
+        raise NotImplementedError
+
+    def upload(self, block, host):
+        """Copy the host array into `block`; returns the copy's device time in seconds, or None."""
+        raise NotImplementedError
+
+    def download(self, block, out):
+        """Copy `block` into the host array `out` (waiting for queued work); seconds or None as upload."""
+        raise NotImplementedError
+
+    def mem_info(self):
+        """(free, total) bytes of device memory."""
+        raise NotImplementedError
+
+    def launch(self, node, args, out_block):
+        """Queue `node`'s kernels on operand views `args` (0-d host values stay host arrays), writing
+        the result into `out_block`."""
+        raise NotImplementedError
+
+    def accepts_group(self, group, operands):
+        """Whether this device runs a fused elementwise group (then launch_group runs it)."""
+        return False
+
+    def launch_group(self, group, args, out_block):
+        raise NotImplementedError
+

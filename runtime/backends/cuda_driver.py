@@ -1,5 +1,6 @@
 """CUDA drivers behind one small interface: alloc/free, upload/download, pinned host memory, compile +
-load a kernel, launch on the one compute stream, synchronize, mem_get_info, event timing.
+load a kernel, launch on the one compute stream, synchronize, mem_get_info, event timing; and the
+name the device takes (`device_name`).
 
 - `PycudaDriver`: pycuda (the `[cuda]` extra; built from source against cuda.h).
 - `CudaBindingsDriver`: NVIDIA's `cuda-bindings` wheel (needs only the driver's libcuda.so.1).
@@ -13,8 +14,9 @@ import ctypes
 
 import numpy as np
 
+from ...kernels.cuda import nvrtc
 from ...kernels.cuda.tiled import tiled_matmul
-from ...kernels.gpu import C_EMULATION, CUDA, render
+from ...kernels.gpu import C_EMULATION, CUDA, c_emulation, render
 from .. import config
 from ..backends.arena import OutOfDeviceMemory
 from ..config import parse_bytes
@@ -31,9 +33,10 @@ class EmulatedDriver:
 
     profile = C_EMULATION
     kind = "emulated"
+    device_name = "cuda"  # it rehearses the CUDA device, under that name
+    tiled_matmul = None
 
     def __init__(self, capacity=2 ** 30):
-        from ...kernels.gpu import c_emulation
         if c_emulation.compiler() is None:
             raise RuntimeError("the emulated CUDA driver needs a C compiler (cc) to run kernels")
         self._c = c_emulation
@@ -76,7 +79,6 @@ class EmulatedDriver:
 
 
 def _compile(spec, arch):
-    from ...kernels.cuda import nvrtc
     source = spec.source(CUDA) if hasattr(spec, "source") else render(spec, CUDA)
     return nvrtc.compile_cached(source, spec.name, arch, "cubin", spec.fmad)
 
@@ -93,6 +95,7 @@ class CudaBindingsDriver:
 
     profile = CUDA
     kind = "cuda-bindings"
+    device_name = "cuda"
     tiled_matmul = staticmethod(tiled_matmul)
 
     def __init__(self):
@@ -179,6 +182,7 @@ class PycudaDriver:
 
     profile = CUDA
     kind = "pycuda"
+    device_name = "cuda"
     tiled_matmul = staticmethod(tiled_matmul)
 
     def __init__(self):
@@ -252,7 +256,6 @@ def open_driver(kind=None, memory=None):
         return EmulatedDriver(parse_bytes(memory) if memory else config.get("LAZYTENSOR_VIRTUAL_MEMORY"))
     if kind not in ("auto", "pycuda", "cuda-bindings"):
         raise ValueError(f"LAZYTENSOR_CUDA_DRIVER must be auto, pycuda, cuda-bindings or emulated, got {kind!r}")
-    from ...kernels.cuda import nvrtc
     if not nvrtc.available():
         raise RuntimeError("NVRTC is missing: pip install nvidia-cuda-nvrtc-cu12 (or nvidia-cuda-nvrtc for CUDA 13)")
     errors = []

@@ -17,26 +17,10 @@ import numpy as np
 from ...kernels.gpu import elementwise as gew
 from ...kernels.ops import OPS
 from ..memory import DeviceMemory, PinnedPool
-from ..policy import CUDA_THRESHOLDS, accepts, accepts_group, placement
+from ..policy import CUDA_THRESHOLDS, accepts_group
 from ..transfers import LOG
-from .base import Backend
-from .lowering import OUT, STATUS, lower, scalar_values
-
-
-def accepts_lowered(backend, node, operands):
-    """The accept rule of backends that lower nodes to kernels (CUDA, Metal): a kernel must exist for
-    the node; then an explicit placement, offload="always", or the policy decides. The lowered
-    launches are kept for the launch that follows at once."""
-    forced = placement(node)
-    if forced is not None and forced != backend.name:
-        return False
-    launches = backend._lower(node, operands)
-    if launches is None:
-        return False
-    if backend.offload == "always" or forced == backend.name or accepts(backend, node, operands):
-        backend._planned = {node.id: launches}  # one slot: a refused allocation leaves no stale plan
-        return True
-    return False
+from .base import DeviceBackend
+from .lowering import OUT, STATUS, LoweringDevice, lower, scalar_values
 
 
 class DeviceBlock:
@@ -55,20 +39,19 @@ class DeviceArray:
         self.ptr, self.shape, self.dtype = ptr, tuple(shape), np.dtype(dtype)
 
 
-class KernelDevice(Backend):
-    """Residency, policy and lowering over a kernel driver."""
+class KernelDevice(LoweringDevice, DeviceBackend):
+    """Residency, policy and lowering over a kernel driver; the device's name is the driver's."""
 
-    name = "cuda"
-    is_host = False
     thresholds = CUDA_THRESHOLDS
+    fuses = True
 
     def __init__(self, driver, offload="policy"):
         self.driver = driver
+        self.name = driver.device_name
         self.offload = offload
         self.pinned_pool = PinnedPool(driver.pinned_empty)
         self.gemv_offers = weakref.WeakValueDictionary()
         self._functions = {}
-        self._planned = {}
         self._temps = []
         self._status, self._checks, self.status_reads = None, [], 0
         self._events = None  # (start, end) CUDA events around the last node's launches, while profiling
@@ -140,11 +123,8 @@ class KernelDevice(Backend):
         self._temps.clear()
 
     # ---- policy and launch --------------------------------------------------------------------------
-    def _lower(self, node, operands):
-        return lower(node, operands, self.driver.profile.has_double, getattr(self.driver, "tiled_matmul", None),
-                     device_checks=True)
-
-    accepts = accepts_lowered
+    def lower(self, node, operands):
+        return lower(node, operands, self.driver.profile.has_double, self.driver.tiled_matmul, device_checks=True)
 
     def _function(self, spec):
         fn = self._functions.get(spec.name)
@@ -153,9 +133,7 @@ class KernelDevice(Backend):
         return fn
 
     def launch(self, node, args, out_block):
-        launches = self._planned.pop(node.id, None)
-        if launches is None:
-            launches = self._lower(node, [_Operand(a) for a in args])
+        launches = self.planned_launches(node, args)
         start = self.driver.event() if self._timing() else None
         for launch in launches:
             ptrs = []
@@ -211,15 +189,3 @@ class KernelDevice(Backend):
         if start is not None:
             self._events = (start, self.driver.event())
 
-
-class _Operand:
-    """Shape/dtype/host facts of a launch argument, for lowering a node that was not planned in accepts."""
-
-    def __init__(self, arg):
-        self.shape, self.dtype = tuple(arg.shape), np.dtype(arg.dtype)
-        self.host = arg if isinstance(arg, np.ndarray) else None
-        self.on_host = self.host is not None
-
-    @property
-    def size(self):
-        return int(np.prod(self.shape, dtype=np.int64))

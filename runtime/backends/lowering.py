@@ -18,6 +18,7 @@ from ...kernels.gpu import reduce as gred
 from ...kernels.gpu import softmax as gsoftmax
 from ...kernels.gpu.spec import ctype, dtype_name
 from ...kernels.reference.indexing import check_bounds
+from .. import policy
 from ..policy import is_param
 
 OUT = "out"
@@ -334,3 +335,47 @@ def _lower(node, operands, has_double, tiled_matmul, device_checks):
         sizes = tuple(int(np.prod(b.shape, dtype=np.int64)) for b in operands)
         return [Launch(gopt.sum_of_squares(sizes, _dt(node.dtype)), [OUT] + list(range(len(operands))))]
     return None
+
+
+class LaunchOperand:
+    """Shape/dtype/host facts of a launch argument, for lowering a node that was not planned in accepts."""
+
+    def __init__(self, arg):
+        self.shape, self.dtype = tuple(arg.shape), np.dtype(arg.dtype)
+        self.host = arg if isinstance(arg, np.ndarray) else None
+        self.on_host = self.host is not None
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+
+class LoweringDevice:
+    """The mixin of backends that compile `kernels/gpu/` descriptions (CUDA, Metal): `accepts` lowers the
+    node and keeps the launches for the launch that follows at once. The class provides `lower(node,
+    operands)` (the launches, or None), `name`, `offload` and the policy's `thresholds`."""
+
+    _planned = None
+
+    def lower(self, node, operands):
+        raise NotImplementedError
+
+    def accepts(self, node, operands):
+        """A kernel must exist for the node; then an explicit placement, offload="always", or the policy."""
+        forced = policy.placement(node)
+        if forced is not None and forced != self.name:
+            return False
+        launches = self.lower(node, operands)
+        if launches is None:
+            return False
+        if self.offload == "always" or forced == self.name or policy.accepts(self, node, operands):
+            self._planned = {node.id: launches}  # one slot: a refused allocation leaves no stale plan
+            return True
+        return False
+
+    def planned_launches(self, node, args):
+        """The launches `accepts` planned for `node`, else lowered now from the launch arguments."""
+        launches = self._planned.pop(node.id, None) if self._planned else None
+        if launches is None:
+            launches = self.lower(node, [LaunchOperand(a) for a in args])
+        return launches

@@ -17,9 +17,8 @@ from ...kernels.gpu import METAL, render
 from ...kernels.gpu import elementwise as gew
 from .. import config
 from ..policy import METAL_THRESHOLDS
-from .base import Backend
-from .kernel_device import _Operand, accepts_lowered
-from .lowering import OUT, lower, scalar_values
+from .base import HostBackend
+from .lowering import OUT, LoweringDevice, lower, scalar_values
 
 
 def unavailable_reason():
@@ -33,12 +32,12 @@ def unavailable_reason():
     return None
 
 
-class MetalBackend(Backend):
+class MetalBackend(LoweringDevice, HostBackend):
     """Float32 kernels through metalcompute; a host backend in the chain (see the module doc)."""
 
     name = "metal"
-    is_host = True
     thresholds = METAL_THRESHOLDS
+    fuses = True
 
     def __init__(self, mc=None, offload="policy"):
         if mc is None:
@@ -49,11 +48,8 @@ class MetalBackend(Backend):
                             "(float32; results return to the host after each call)")
         self.gemv_offers = weakref.WeakValueDictionary()
         self._functions = {}
-        self._planned = {}
 
-    accepts = accepts_lowered
-
-    def _lower(self, node, operands):
+    def lower(self, node, operands):
         return lower(node, operands, has_double=False)
 
     def _function(self, spec):
@@ -89,9 +85,7 @@ class MetalBackend(Backend):
         return self._function(spec)(spec.threads, *bufs)
 
     def launch(self, node, args):
-        launches = self._planned.pop(node.id, None)
-        if launches is None:
-            launches = self._lower(node, [_Operand(a) for a in args])
+        launches = self.planned_launches(node, args)
         out = self.device.buffer(max(node.nbytes, 1))
         handles = []
         for launch in launches:

@@ -27,7 +27,7 @@ from ...kernels.cpu import special as cpu_special
 from ...kernels import ops
 from ...kernels.reference import KERNELS
 from .. import parallel
-from .base import Backend
+from .base import HostBackend
 
 MIN_ELEMENTS = 8192  # below this, a compiled call's dispatch costs more than NumPy's temporaries save
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -70,11 +70,11 @@ def _split_matmul(node, a, b):
     return out
 
 
-class NumbaBackend(Backend):
+class NumbaBackend(HostBackend):
     """Host backend with numba kernels for a few hot ops."""
 
     name = "numba"
-    is_host = True
+    fuses = True
     OPS = ops.with_kernel("numba")  # the records that name a numba kernel; fused groups come on their own
 
     def accepts(self, node, operands):

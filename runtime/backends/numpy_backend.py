@@ -2,14 +2,13 @@
 import numpy as np
 
 from ...kernels.reference import KERNELS
-from .base import Backend
+from .base import HostBackend
 
 
-class NumpyBackend(Backend):
+class NumpyBackend(HostBackend):
     """Runs every op with the reference kernels on host arrays. Always accepts."""
 
     name = "numpy"
-    is_host = True
 
     def accepts(self, node, operands):
         return node.op in KERNELS

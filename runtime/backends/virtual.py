@@ -15,7 +15,7 @@ from ..config import parse_bytes
 from ..memory import DeviceMemory, PinnedPool
 from ..policy import CUDA_THRESHOLDS, accepts, placement
 from .arena import Arena
-from .base import Backend
+from .base import DeviceBackend
 
 
 class VirtualBlock:
@@ -26,11 +26,10 @@ class VirtualBlock:
         self.start, self.size = start, size
 
 
-class VirtualDevice(Backend):
+class VirtualDevice(DeviceBackend):
     """A simulated device: separate arena memory, real copies, the CUDA offload policy."""
 
     name = "virtual"
-    is_host = False
     thresholds = CUDA_THRESHOLDS  # so a virtual run rehearses a CUDA run's transfers
 
     def __init__(self, memory=None, offload=None):
