@@ -90,3 +90,11 @@ def test_a_fused_chain_with_log1p_matches_the_reference_within_one_unit(rng):
     step = np.log1p(half).astype(np.float32).astype(np.float64)
     want = np.expm1((step + 1.0).astype(np.float32).astype(np.float64)).astype(np.float32)
     np.testing.assert_allclose(got, want, rtol=2.5e-7, atol=0)
+
+
+def test_an_elementwise_record_claims_exactly_the_kernels_its_expressions_give():
+    for op in ops.OPS.values():
+        if op.elementwise and op.name != "cast":  # cast is rendered by each kernel module itself
+            assert ("fused" in op.kernels) == (op.py is not None), op.name
+            assert ("device" in op.kernels) == (op.c is not None), op.name
+            assert op.numpy is None or hasattr(np, op.numpy), op.name
