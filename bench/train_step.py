@@ -1,99 +1,199 @@
-"""Median milliseconds per GPT training step (forward, backward, clip, AdamW) for the `tiny` and `small`
-configs: lazytensor and, where installed, PyTorch eager CPU on the same model, weights and batches,
-interleaved round by round in one process per thread count.
+"""Milliseconds per training step (forward, backward, clip, AdamW, loss read), each contender timed in a
+process of its own: lazytensor eager and PyTorch eager CPU, on the same weights and batches.
 
-    python bench/train_step.py [--configs tiny small] [--threads 1 2] [--rounds 7] [--steps 5]
+    python bench/train_step.py [--models cli user] [--configs tiny small] [--threads 1 2]
+                               [--rounds 5] [--steps 6] [--warmup 3]
 
+Two models: `cli`, the GPT that `lazytensor train` trains (tied head; its PyTorch twin is
+tests/torch_gpt.py), and `user`, bench/user_gpt.py: one nanoGPT source written the way PyTorch users
+write it, run unchanged on both frameworks. PyTorch is never imported into a lazytensor process nor the
+reverse (both change process-wide state: thread pools, malloc). For each model, config and thread
+count, the processes alternate (lazytensor, PyTorch, lazytensor, ...) for `rounds` rounds; each
+process warms up, then times `steps` steps one by one and reports their median. The table gives the
+median of those per-process medians, the smallest, and the spread (largest - smallest) / median.
 Prints a Markdown table (paste it into bench/RESULTS.md).
 """
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
+import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.join(HERE, "..", "tests")
+CONTENDERS = ("lazytensor", "pytorch")
 
 
-def worker(config, rounds, steps):
-    sys.path.insert(0, HERE)
-    sys.path.insert(0, os.path.join(HERE, "..", "tests"))
-    from harness import summary, timed
+def prepare(model_kind, config, steps, path):
+    """In a lazytensor process: the initial state (parameters and buffers by name), the batches, the sizes."""
+    import numpy as np
     import lazytensor as lt
-    lt.tune_host_malloc()  # as `lazytensor train` does (process-wide: the PyTorch twin gets it too)
     from lazytensor.data import CharDataset, default_corpus
-    from lazytensor.train import TrainConfig, build, train_step
-
+    from lazytensor.models import CONFIGS, GPT, GPTConfig
     data = CharDataset(default_corpus())
-    cfg = TrainConfig(config=config, steps=rounds * steps + 10)
     lt.manual_seed(0)
-    model, opt, _ = build(cfg, data)
-    params = list(model.parameters())
-    sizes = lt.models.CONFIGS[config]
-    batches = [tuple(t.numpy() for t in data.batch("train", sizes["batch_size"], sizes["block_size"]))
-               for _ in range(steps)]
+    if model_kind == "cli":
+        sizes = dict(CONFIGS[config], vocab_size=data.vocab_size)
+        model = GPT(GPTConfig(**{k: v for k, v in sizes.items() if k != "batch_size"}))
+    else:
+        sys.path.insert(0, HERE)
+        import user_gpt
+        sizes = dict(user_gpt.SIZES[config], vocab_size=data.vocab_size)
+        gpt, _, _ = user_gpt.make(lt)
+        model = gpt(data.vocab_size, sizes["n_layer"], sizes["n_head"], sizes["n_embd"], sizes["block_size"])
+    batches = [data.batch("train", sizes["batch_size"], sizes["block_size"]) for _ in range(steps)]
+    arrays = {f"param/{name}": t.numpy() for name, t in model.state_dict().items()}
+    arrays["x"] = np.stack([x.numpy() for x, _ in batches])
+    arrays["y"] = np.stack([y.numpy() for _, y in batches])
+    np.savez(path, sizes=json.dumps(sizes), **arrays)
 
-    def ours():
-        for x, y in batches:
-            train_step(model, opt, params, lt.tensor(x), lt.tensor(y), 1.0).item()
 
-    contenders = {"lazytensor": ours}
-    try:
-        import torch
-        from torch_gpt import twin_of
-        torch.set_num_threads(int(os.environ["BENCH_THREADS"]))
-        twin, _ = twin_of(model)
-        topt = torch.optim.AdamW(twin.parameters(), lr=3e-3, betas=(0.9, 0.99), weight_decay=0.1)
+def _lazytensor_step(model_kind, sizes, weights):
+    import lazytensor as lt
+    lt.tune_host_malloc()  # as `lazytensor train` does
+    if model_kind == "cli":
+        from lazytensor.models import GPT, GPTConfig
+        from lazytensor.train import train_step
+        model = GPT(GPTConfig(**{k: v for k, v in sizes.items() if k != "batch_size"}))
+        model.load_state_dict(weights)
+        params = list(model.parameters())
+        decay = [p for p in params if p.ndim >= 2]
+        no_decay = [p for p in params if p.ndim < 2]
+        opt = lt.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                             lr=3e-3, betas=(0.9, 0.99))
+        return lambda x, y: train_step(model, opt, params, lt.tensor(x), lt.tensor(y), 1.0).item()
+    import user_gpt
+    gpt, optimizer, step = user_gpt.make(lt)
+    model = gpt(sizes["vocab_size"], sizes["n_layer"], sizes["n_head"], sizes["n_embd"], sizes["block_size"])
+    model.load_state_dict(weights)
+    opt = optimizer(model)
+    return lambda x, y: step(model, opt, lt.tensor(x), lt.tensor(y))
 
-        def theirs():
-            for x, y in batches:
-                loss = twin(torch.from_numpy(x), torch.from_numpy(y))
-                topt.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(twin.parameters(), 1.0)
-                topt.step()
-                loss.item()
-        contenders["pytorch"] = theirs
-    except ImportError:
-        pass
-    for fn in contenders.values():  # warm up
-        fn()
-    samples = {name: [] for name in contenders}
-    for _ in range(rounds):  # interleaved, so a disturbance hits both
-        for name, fn in contenders.items():
-            samples[name].append(timed(fn) / steps)
-    print(json.dumps({name: summary(s) for name, s in samples.items()}))
+
+def _pytorch_step(model_kind, sizes, weights, threads):
+    import types
+    import torch
+    torch.set_num_threads(threads)
+    tensors = {k: torch.from_numpy(v.copy()) for k, v in weights.items()}
+    if model_kind == "cli":
+        from torch_gpt import TorchGPT, _name_map
+        model = TorchGPT(types.SimpleNamespace(**sizes))
+        mapping = _name_map(sizes["n_layer"])
+        model.load_state_dict({mapping[k]: v for k, v in tensors.items() if k in mapping})
+        decay = [p for p in model.parameters() if p.dim() >= 2]
+        no_decay = [p for p in model.parameters() if p.dim() < 2]
+        opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                                lr=3e-3, betas=(0.9, 0.99))
+
+        def step(x, y):
+            loss = model(torch.from_numpy(x), torch.from_numpy(y))
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            return loss.item()
+        return step
+    import user_gpt
+    gpt, optimizer, step = user_gpt.make(torch)
+    model = gpt(sizes["vocab_size"], sizes["n_layer"], sizes["n_head"], sizes["n_embd"], sizes["block_size"])
+    model.load_state_dict(tensors)
+    opt = optimizer(model)
+    return lambda x, y: step(model, opt, torch.from_numpy(x), torch.from_numpy(y))
+
+
+def worker(contender, model_kind, path, warmup, threads):
+    """In a fresh process: warm up on the first batches, then time each remaining step; prints seconds."""
+    import numpy as np
+    sys.path.insert(0, HERE)
+    sys.path.insert(0, TESTS)
+    data = np.load(path)
+    sizes = json.loads(str(data["sizes"]))
+    weights = {k[len("param/"):]: data[k] for k in data.files if k.startswith("param/")}
+    if contender == "lazytensor":
+        step = _lazytensor_step(model_kind, sizes, weights)
+    else:
+        step = _pytorch_step(model_kind, sizes, weights, threads)
+    xs, ys = data["x"], data["y"]
+    times = []
+    for i in range(len(xs)):
+        t0 = time.perf_counter()
+        step(xs[i], ys[i])
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    print(json.dumps(times))
+
+
+def _env(threads):
+    n = str(threads)
+    return dict(os.environ, OMP_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n, MKL_NUM_THREADS=n, NUMBA_NUM_THREADS=n,
+                LAZYTENSOR_NUM_THREADS=n)
+
+
+def _run(args, threads):
+    out = subprocess.run([sys.executable, __file__] + args, capture_output=True, text=True, env=_env(threads))
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _row(per_process):
+    med = statistics.median(per_process)
+    return med, min(per_process), (max(per_process) - min(per_process)) / med
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", nargs="+", default=["cli", "user"], choices=["cli", "user"])
     ap.add_argument("--configs", nargs="+", default=["tiny", "small"])
     ap.add_argument("--threads", nargs="+", type=int, default=[1, 2])
-    ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--steps", type=int, default=5)
-    ap.add_argument("--worker", default=None)
+    ap.add_argument("--contenders", nargs="+", default=list(CONTENDERS), choices=CONTENDERS)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=6, help="timed steps per process")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--prepare", nargs=3, metavar=("MODEL", "CONFIG", "PATH"), help=argparse.SUPPRESS)
+    ap.add_argument("--worker", nargs=3, metavar=("CONTENDER", "MODEL", "PATH"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.prepare:
+        model_kind, config, path = args.prepare
+        prepare(model_kind, config, args.warmup + args.steps, path)
+        return
     if args.worker:
-        worker(args.worker, args.rounds, args.steps)
+        contender, model_kind, path = args.worker
+        worker(contender, model_kind, path, args.warmup, int(os.environ["OMP_NUM_THREADS"]))
         return
     sys.path.insert(0, HERE)
     from harness import header
-    print(header("Training step (forward + backward + clip + AdamW), median ms/step", args.threads))
-    print("| config | threads | lazytensor ms | PyTorch ms | lazytensor / PyTorch |")
-    print("|---|---|---|---|---|")
-    for config in args.configs:
-        for threads in args.threads:
-            env = dict(os.environ, BENCH_THREADS=str(threads), OMP_NUM_THREADS=str(threads),
-                       OPENBLAS_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), NUMBA_NUM_THREADS=str(threads))
-            out = subprocess.run([sys.executable, __file__, "--worker", config, "--rounds", str(args.rounds),
-                                  "--steps", str(args.steps)], capture_output=True, text=True, env=env, check=True)
-            res = json.loads(out.stdout.strip().splitlines()[-1])
-            ours = res["lazytensor"]["median"] * 1e3
-            if "pytorch" in res:
-                theirs = res["pytorch"]["median"] * 1e3
-                print(f"| {config} | {threads} | {ours:.1f} | {theirs:.1f} | {ours / theirs:.2f}x |", flush=True)
-            else:
-                print(f"| {config} | {threads} | {ours:.1f} | not installed | - |", flush=True)
+    print(header("Training step, each contender in its own process (alternating), ms/step", args.threads))
+    print("median of per-process medians (smallest; spread = (largest - smallest) / median), "
+          f"{args.rounds} processes each, {args.steps} timed steps after {args.warmup} warm-up steps\n")
+    names = " | ".join(f"{c} ms" for c in args.contenders)
+    ratio = " | lazytensor / PyTorch" if set(CONTENDERS) <= set(args.contenders) else ""
+    print(f"| model | config | threads | {names}{ratio} |")
+    print("|---|---|---|" + "---|" * len(args.contenders) + ("---|" if ratio else ""))
+    with tempfile.TemporaryDirectory() as tmp:
+        for model_kind in args.models:
+            for config in args.configs:
+                path = os.path.join(tmp, f"{model_kind}-{config}.npz")
+                subprocess.run([sys.executable, __file__, "--prepare", model_kind, config, path,
+                                "--steps", str(args.steps), "--warmup", str(args.warmup)], check=True)
+                for threads in args.threads:
+                    medians = {c: [] for c in args.contenders}
+                    for _ in range(args.rounds):
+                        for c in args.contenders:
+                            times = _run(["--worker", c, model_kind, path, "--warmup", str(args.warmup)], threads)
+                            medians[c].append(statistics.median(times) * 1e3)
+                    cells = []
+                    for c in args.contenders:
+                        med, low, spread = _row(medians[c])
+                        cells.append(f"{med:.1f} ({low:.1f}; {spread:.0%})")
+                    line = f"| {model_kind} | {config} | {threads} | " + " | ".join(cells)
+                    if ratio:
+                        ours, theirs = (statistics.median(medians[c]) for c in CONTENDERS)
+                        line += f" | {ours / theirs:.2f}x"
+                    print(line + " |", flush=True)
 
 
 if __name__ == "__main__":
