@@ -1,5 +1,6 @@
 """Explicit evaluation and the engine's counters."""
 from .runtime.counters import COUNTERS
+from .runtime.planner import plan as _plan
 from .runtime.scheduler import realize as _realize
 
 
@@ -7,6 +8,13 @@ def realize(*tensors):
     """Compute the given tensors now (no download); returns them (a single one unwrapped)."""
     _realize([t._node for t in tensors])
     return tensors[0] if len(tensors) == 1 else tensors
+
+
+def plan(*tensors):
+    """What `realize(*tensors)` (or reading them) would run, before anything runs: each kernel in order
+    with its backend, shape and dtype, and the copies it needs. `print(lt.plan(loss))` shows it;
+    `.items` and `.copies` hold it. Computes nothing, moves nothing (see runtime/planner.py)."""
+    return _plan([t._node for t in tensors])
 
 
 def counters():

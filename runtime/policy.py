@@ -49,7 +49,7 @@ def _matmul_work(node, operands):
     return node.size * k
 
 
-def _gemv(backend, node, operands, limit):
+def _gemv(backend, node, operands, limit, remember):
     matrix = operands[0] if len(operands[0].shape) == 2 else operands[1]
     if matrix.on_device and matrix.backend is backend:
         return True
@@ -57,10 +57,13 @@ def _gemv(backend, node, operands, limit):
     if rows_cols < limit:
         return False
     # First offer: remember the matrix and decline; a second offer of the same (unchanged) value
-    # transfers it, after which later calls pay only for the vector.
-    if backend.gemv_offers.get(id(matrix)) is matrix:
+    # transfers it, after which later calls pay only for the vector. A plan (remember=False) asks
+    # without remembering.
+    value = matrix.identity
+    if backend.gemv_offers.get(id(value)) is value:
         return True
-    backend.gemv_offers[id(matrix)] = matrix
+    if remember:
+        backend.gemv_offers[id(value)] = value
     return False
 
 
@@ -83,8 +86,9 @@ def _residency_says_yes(backend, operands):
     return False
 
 
-def accepts(backend, node, operands):
-    """Whether `backend` (a device) should run `node`, given its operands' buffers."""
+def accepts(backend, node, operands, remember=True):
+    """Whether `backend` (a device) should run `node`, given its operands' buffers (or their planned
+    stand-ins); `remember=False` asks without recording a first gemv offer."""
     forced = placement(node)
     if forced is not None:
         return forced == backend.name
@@ -97,7 +101,7 @@ def accepts(backend, node, operands):
     if fam == "matmul":
         return _matmul_work(node, operands) >= table["matmul"]
     if fam == "gemv":
-        return _gemv(backend, node, operands, table["gemv"])
+        return _gemv(backend, node, operands, table["gemv"], remember)
     if fam == "reduce":
         return operands[0].nbytes // operands[0].dtype.itemsize >= table["reduce_input"] and \
             node.size >= table["reduce_slices"]

@@ -43,6 +43,11 @@ class Buffer:
             n *= d
         return n
 
+    @property
+    def identity(self):
+        """The value this buffer holds (a planned stand-in names its buffer here; see runtime/planner.py)."""
+        return self
+
     # ---- PENDING -> ... -------------------------------------------------------------------------
     def set_host_result(self, array, exclusive):
         """PENDING -> HOST: a value computed on (or given from) the host."""

@@ -21,6 +21,16 @@ class HostBackend:
         effects beyond remembering what it planned for the launch that follows."""
         raise NotImplementedError
 
+    def can_run(self, node, operands):
+        """What `accepts` answers, with no side effect at all (runtime/planner.py asks it with planned
+        stand-ins for operands: shape, dtype, nbytes, on_host, on_device, backend, host, identity).
+        Backends whose `accepts` remembers something override it."""
+        return self.accepts(node, operands)
+
+    def can_fuse(self, recipe, root, shapes):
+        """Whether `launch_fused` would run this fused group (operand `shapes`) rather than decline it."""
+        return self.fuses
+
     def launch(self, node, args):
         """Compute `node` from its operands' host arrays; returns the result array."""
         raise NotImplementedError

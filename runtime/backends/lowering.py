@@ -344,6 +344,7 @@ class LaunchOperand:
         self.shape, self.dtype = tuple(arg.shape), np.dtype(arg.dtype)
         self.host = arg if isinstance(arg, np.ndarray) else None
         self.on_host = self.host is not None
+        self.identity = self
 
     @property
     def size(self):
@@ -360,18 +361,25 @@ class LoweringDevice:
     def lower(self, node, operands):
         raise NotImplementedError
 
-    def accepts(self, node, operands):
-        """A kernel must exist for the node; then an explicit placement, offload="always", or the policy."""
+    def can_run(self, node, operands, remember=False):
+        """The launches computing `node` here, or None: a kernel must exist for the node; then an
+        explicit placement, offload="always", or the policy decides."""
         forced = policy.placement(node)
         if forced is not None and forced != self.name:
-            return False
+            return None
         launches = self.lower(node, operands)
         if launches is None:
+            return None
+        if self.offload == "always" or forced == self.name or policy.accepts(self, node, operands, remember):
+            return launches
+        return None
+
+    def accepts(self, node, operands):
+        launches = self.can_run(node, operands, remember=True)
+        if launches is None:
             return False
-        if self.offload == "always" or forced == self.name or policy.accepts(self, node, operands):
-            self._planned = {node.id: launches}  # one slot: a refused allocation leaves no stale plan
-            return True
-        return False
+        self._planned = {node.id: launches}  # one slot: a refused allocation leaves no stale plan
+        return True
 
     def planned_launches(self, node, args):
         """The launches `accepts` planned for `node`, else lowered now from the launch arguments."""

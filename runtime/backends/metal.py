@@ -62,16 +62,18 @@ class MetalBackend(LoweringDevice, HostBackend):
     def launch_fused(self, recipe, root, arrays, params):
         """A fused elementwise group (runtime/fusion.py) as one float32 kernel, or None to decline it:
         float64 or wide ops, or (under the policy) equal-shape work and broadcasts below the threshold."""
-        if not gew.fused_supported(recipe, has_double=False):
-            return None
-        if self.offload != "always" and (len({a.shape for a in arrays}) < 2 or
-                                         root.size < self.thresholds["broadcast"]):
+        if not self.can_fuse(recipe, root, [a.shape for a in arrays]):
             return None
         spec = gew.fused(root.shape, recipe, [a.shape for a in arrays], [False] * len(params), has_double=False)
         out = self.device.buffer(max(root.nbytes, 1))
         handle = self._run(spec, [out] + [np.ascontiguousarray(a) for a in arrays], params)
         del handle  # metalcompute waits for a run when its handle is released
         return np.frombuffer(out, dtype=root.dtype, count=root.size).reshape(root.shape)
+
+    def can_fuse(self, recipe, root, shapes):
+        if not gew.fused_supported(recipe, has_double=False):
+            return False
+        return self.offload == "always" or (len(set(shapes)) >= 2 and root.size >= self.thresholds["broadcast"])
 
     def _run(self, spec, bufs, values):
         """Start `spec` on `bufs`, its scalar `values` packed into a float and an int buffer (metalcompute

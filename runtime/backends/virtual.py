@@ -65,12 +65,15 @@ class VirtualDevice(DeviceBackend):
         np.copyto(out, self.view(block, out.shape, out.dtype))
         return time.perf_counter() - t0
 
-    def accepts(self, node, operands):
+    def can_run(self, node, operands, remember=False):
         if node.op not in KERNELS:
             return False
         if self.offload == "always" and placement(node) in (None, self.name):
             return True
-        return accepts(self, node, operands)
+        return accepts(self, node, operands, remember)
+
+    def accepts(self, node, operands):
+        return self.can_run(node, operands, remember=True)
 
     def launch(self, node, args, out_block):
         result = KERNELS[node.op](node.attrs, *args)
