@@ -114,15 +114,16 @@ def allow_device(name):
         _DEVICE_NAMES.append(name)
 
 
-
 def forbid_device(name):
+    """No longer accept `name` (its device was unregistered); auto and cpu always stay."""
     if name in _DEVICE_NAMES[2:]:
         _DEVICE_NAMES.remove(name)
 
 
 VARIABLES = (
     Variable("LAZYTENSOR_DEVICE",
-             "`auto`, `cpu`, `virtual`, `cuda`, `metal`, or a name given to `lt.register_device`", "auto", "`auto`", "the device kernels run on (`auto`: CUDA, else Metal, else the CPU)",
+             "`auto`, `cpu`, `virtual`, `cuda`, `metal`, or a name given to `lt.register_device`", "auto",
+             "`auto`", "the device kernels run on (`auto`: CUDA, else Metal, else the CPU)",
              _choice(lambda: _DEVICE_NAMES)),
     Variable("LAZYTENSOR_MEMORY_BUDGET", "bytes: `512MB`, `2GiB`, `1048576`", None, "a quarter of free memory",
              "bytes a device may keep resident (blocks cached for reuse included)", _bytes),

@@ -5,7 +5,8 @@ a `DeviceBackend` owns memory of its own, and the runtime moves values to and fr
 downloads, residency, eviction). The scheduler, the memory manager, the copies and the policy call
 nothing else, so a new executor is one class implementing these methods plus, for a device, one
 `devices.register` call (`LoweringDevice` in runtime/backends/lowering.py is the mixin of devices that
-compile the kernels of `kernels/gpu/`). Optional methods have working defaults here; required ones raise NotImplementedError.
+compile the kernels of `kernels/gpu/`). Optional methods have working defaults here; required ones
+raise NotImplementedError.
 """
 
 
