@@ -49,10 +49,16 @@ def kernel_cache_dir(kind="numba"):
 
 
 def set_memory_budget(budget):
-    """Cap the bytes resident on the device (int, or a string like "512MB"/"2GiB"); evicts down to it now."""
+    """Cap the bytes resident on the device (int, or a string like "512MB"/"2GiB"); evicts down to it
+    now. None restores the default (LAZYTENSOR_MEMORY_BUDGET, else a quarter of the device's free
+    memory) for this device and the ones started later. Returns the budget now in force (None on the
+    CPU with None given)."""
+    memory = _devices.active_memory()
+    if budget is None:
+        set_budget_override(None)
+        return memory.restore_default_budget() if memory is not None else None
     nbytes = parse_bytes(budget)
     set_budget_override(nbytes)
-    memory = _devices.active_memory()
     if memory is not None:
         memory.set_budget(nbytes)
     return nbytes

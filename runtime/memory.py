@@ -64,9 +64,16 @@ class DeviceMemory:
         self.evicted_bytes = 0
         self._last_gc = (float("-inf"), False)
         self.memory_fallbacks = 0  # requests refused (budget or device full): the kernel ran elsewhere
-        self.budget = default_budget(backend.mem_info()[0])
+        self._free_at_start = backend.mem_info()[0]
+        self.budget = default_budget(self._free_at_start)
 
     # ---- budget ---------------------------------------------------------------------------------
+    def restore_default_budget(self):
+        """The budget this device would start with now (LAZYTENSOR_MEMORY_BUDGET, else a quarter of
+        the free memory it started with); evicts down to it if that is smaller. Returns it."""
+        self.set_budget(default_budget(self._free_at_start))
+        return self.budget
+
     def set_budget(self, nbytes):
         """Change the budget; evicts at once down to it (downloading what only the device holds)."""
         with ENGINE_LOCK:

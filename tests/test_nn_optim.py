@@ -146,6 +146,22 @@ def test_parameter_groups_take_their_own_options():
         optim.SGD([{"params": [a]}, {"params": [a]}])
 
 
+@pytest.mark.parametrize("make", [lambda m: optim.AdamW(m.parameters(), lr=0.1),
+                                  lambda m: optim.SGD((p for p in m.parameters()), lr=0.1),
+                                  lambda m: optim.AdamW([{"params": (p for p in m.parameters() if p.ndim >= 2)},
+                                                         {"params": (p for p in m.parameters() if p.ndim < 2),
+                                                          "weight_decay": 0.0}], lr=0.1)],
+                         ids=["parameters()", "generator", "groups of generators"])
+def test_optimizers_given_generators_update_every_parameter(make):
+    model = Tiny()
+    before = {n: p.numpy().copy() for n, p in model.named_parameters()}
+    opt = make(model)
+    model(lt.ones(2, 3)).sum().backward()
+    opt.step()
+    assert sum(len(g["params"]) for g in opt.param_groups) == len(before)
+    assert all(not np.array_equal(p.numpy(), before[n]) for n, p in model.named_parameters())
+
+
 def test_optimizer_state_dict_round_trip():
     p = lt.tensor([1.0, 2.0], requires_grad=True)
     opt = optim.AdamW([p], lr=0.05)

@@ -139,6 +139,23 @@ def test_lowering_the_budget_evicts_at_once(virtual, big):
     assert [r.reason for r in lt.transfer_log() if r.direction == "d2h"].count("eviction") == 2
 
 
+def test_a_budget_of_none_restores_the_default_for_this_device_and_later_ones(virtual, monkeypatch):
+    monkeypatch.delenv("LAZYTENSOR_MEMORY_BUDGET", raising=False)
+    virtual(memory="64MB")
+    default = lt.memory_budget()
+    assert lt.set_memory_budget("1MB") == 10 ** 6 and lt.memory_budget() == 10 ** 6
+    assert lt.set_memory_budget(None) == default == 64 * 10 ** 6 // 4  # a quarter of the free memory
+    lt.set_memory_budget("1MB")
+    lt.set_memory_budget(None)
+    virtual(memory="64MB")
+    assert lt.memory_budget() == default  # a device started later gets the default too
+
+
+def test_a_budget_of_none_on_the_cpu_is_no_budget():
+    lt.set_device("cpu")
+    assert lt.set_memory_budget(None) is None and lt.memory_budget() is None
+
+
 def test_out_of_memory_in_a_tiny_arena_degrades_to_eviction_or_the_cpu(virtual, big):
     device = virtual(memory="300KB", budget="1GB")  # budget larger than the arena: the arena runs out
     x = lt.tensor(big)
