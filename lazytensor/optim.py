@@ -1,11 +1,12 @@
-"""Optimizers (SGD with momentum, AdamW) with PyTorch's parameter groups and state_dict, and a cosine
-learning-rate schedule with linear warmup. A step builds the updates lazily, then realizes the new
-parameters and state together, so they stay wherever the parameters live."""
+"""Optimizers (SGD with momentum, Adam, AdamW) with PyTorch's parameter groups and state_dict, and a
+cosine learning-rate schedule with linear warmup (more schedules: lr_scheduler.py). A step builds the
+updates lazily, then realizes the new parameters and state together, so they stay wherever the
+parameters live."""
 import math
 
 import numpy as np
 
-from . import dtypes, grad_mode
+from . import dtypes, grad_mode, lr_scheduler  # noqa: F401  (lt.optim.lr_scheduler, as torch.optim's)
 from .runtime.hostio import data_node
 from .creation import tensor, zeros_like
 from .evaluation import realize
@@ -114,9 +115,11 @@ class SGD(Optimizer):
 class AdamW(Optimizer):
     """Adam with decoupled weight decay (PyTorch's defaults); each parameter's update is one fused node."""
 
+    decoupled = True  # weight decay shrinks the parameter (AdamW), not added to the gradient (Adam)
+
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
         if lr < 0 or eps < 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
-            raise ValueError(f"AdamW: invalid lr={lr}, betas={betas} or eps={eps}")
+            raise ValueError(f"{type(self).__name__}: invalid lr={lr}, betas={betas} or eps={eps}")
         super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay})
 
     @grad_mode.no_grad()
@@ -129,17 +132,19 @@ class AdamW(Optimizer):
             return scalars[value]
         for group in self.param_groups:
             b1, b2 = group["betas"]
-            attrs = {"beta1": b1, "beta2": b2, "eps": group["eps"], "weight_decay": group["weight_decay"]}
+            wd = group["weight_decay"]
+            attrs = {"beta1": b1, "beta2": b2, "eps": group["eps"], "weight_decay": wd if self.decoupled else 0.0}
             lr = scalar(group["lr"])
             for p in group["params"]:
                 if p.grad is None:
                     continue
+                grad = p.grad if self.decoupled or wd == 0 else p.grad + p * wd
                 st = self.state.get(id(p))
                 if st is None:
                     st = self.state[id(p)] = {"step": 0, "exp_avg": zeros_like(p), "exp_avg_sq": zeros_like(p)}
                 st["step"] += 1
                 bias1, bias2 = scalar(1 - b1 ** st["step"]), scalar(1 - b2 ** st["step"])
-                inputs = (p, p.grad, st["exp_avg"], st["exp_avg_sq"], lr, bias1, bias2)
+                inputs = (p, grad, st["exp_avg"], st["exp_avg_sq"], lr, bias1, bias2)
                 updates.append((p, st, Tensor._from_op("adamw", inputs, attrs, (3,) + p.shape, p.dtype)))
         # One scheduler run for the whole step (forward, backward, updates); then (p, m, v) are views
         # of each update's result: on the host three free views, else three slices realized together.
@@ -160,31 +165,26 @@ class AdamW(Optimizer):
             realize(*pending)
 
 
-class CosineWarmupLR:
+class Adam(AdamW):
+    """Adam (PyTorch's defaults): weight decay, if any, is added to the gradient (L2), unlike AdamW."""
+
+    decoupled = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+        super().__init__(params, lr, betas, eps, weight_decay)
+
+
+class CosineWarmupLR(lr_scheduler.LRScheduler):
     """lr(step) = base * step / warmup during warmup, then cosine from base down to min_lr at total_steps."""
 
     def __init__(self, optimizer, warmup_steps, total_steps, min_lr=0.0):
         if total_steps <= 0 or warmup_steps < 0:
             raise ValueError("CosineWarmupLR: total_steps must be positive and warmup_steps non-negative")
-        self.optimizer = optimizer
         self.warmup, self.total, self.min_lr = warmup_steps, total_steps, min_lr
-        self.base_lrs = [g["lr"] for g in optimizer.param_groups]
-        self.last_step = 0
-        self._apply()
+        super().__init__(optimizer)
 
-    def lr_at(self, base, step):
+    def factor(self, base, step):
         if step < self.warmup:
             return base * (step + 1) / self.warmup
         progress = min(1.0, (step - self.warmup) / max(1, self.total - self.warmup))
         return self.min_lr + 0.5 * (base - self.min_lr) * (1.0 + math.cos(math.pi * progress))
-
-    def _apply(self):
-        for g, base in zip(self.optimizer.param_groups, self.base_lrs):
-            g["lr"] = self.lr_at(base, self.last_step)
-
-    def step(self):
-        self.last_step += 1
-        self._apply()
-
-    def get_last_lr(self):
-        return [g["lr"] for g in self.optimizer.param_groups]

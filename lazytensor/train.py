@@ -176,8 +176,7 @@ def run(cfg, out=None):
         start = state.saved_step = int(meta["step"])
         if "rng" in meta:
             set_rng_state(meta["rng"])
-        sched.last_step = start
-        sched._apply()
+        sched.load_state_dict({"base_lrs": sched.base_lrs, "last_epoch": start})
         state.history = {k: list(v) for k, v in {**state.history, **meta.get("history", {})}.items()}
     params = list(model.parameters())
     resumed = f", resuming at step {start} from {cfg.resume}" if meta is not None else ""

@@ -1,7 +1,8 @@
 """Neural-network building blocks in PyTorch's shape: Module, Parameter, layers, functional, init, utils."""
 from . import functional, init, utils
-from .layers import GELU, Dropout, Embedding, LayerNorm, Linear, ModuleList, ReLU, Sequential
+from .layers import (GELU, CrossEntropyLoss, Dropout, Embedding, Identity, LayerNorm, Linear, ModuleList, MSELoss,
+                     ReLU, RMSNorm, Sequential, SiLU)
 from .module import Module, Parameter
 
-__all__ = ["Module", "Parameter", "Linear", "Embedding", "LayerNorm", "Dropout", "GELU", "ReLU", "Sequential",
-           "ModuleList", "functional", "init", "utils"]
+__all__ = ["Module", "Parameter", "Linear", "Embedding", "LayerNorm", "RMSNorm", "Dropout", "GELU", "ReLU", "SiLU",
+           "Identity", "MSELoss", "CrossEntropyLoss", "Sequential", "ModuleList", "functional", "init", "utils"]

@@ -1,11 +1,14 @@
-"""Functional forms of the layers: linear, embedding, layer_norm, dropout, gelu, cross_entropy, attention."""
+"""Functional forms of the layers: linear, embedding, layer_norm, dropout, activations, attention, and the
+losses (cross_entropy here, the others in losses.py)."""
 import math
 
 from .. import dtypes
 from ..activations import log_softmax, softmax  # noqa: F401  (re-exported)
 from ..creation import ones
+from ..elementwise import where
 from ..random import bernoulli_mask
 from ..tensor import Tensor
+from .losses import binary_cross_entropy, binary_cross_entropy_with_logits, mse_loss, nll_loss  # noqa: F401
 
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
 
@@ -114,5 +117,38 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_caus
     return weights @ v
 
 
+def relu(x):
+    return x.relu()
+
+
+def sigmoid(x):
+    return x.sigmoid()
+
+
+def tanh(x):
+    return x.tanh()
+
+
+def silu(x):
+    """x * sigmoid(x) (swish)."""
+    return x * x.sigmoid()
+
+
+def softplus(x, beta=1.0, threshold=20.0):
+    """log(1 + exp(beta * x)) / beta, and x itself where beta * x > threshold (as PyTorch)."""
+    bx = x * beta
+    return where(bx > threshold, x, bx.clip(max=threshold).exp().log1p() / beta)
+
+
+def normalize(x, p=2.0, dim=1, eps=1e-12):
+    """x / max(||x||_p along dim, eps)."""
+    if p == 2.0:
+        norm = (x * x).sum(dim=dim, keepdim=True).sqrt()
+    else:
+        norm = (x.abs() ** p).sum(dim=dim, keepdim=True) ** (1.0 / p)
+    return x / norm.clip(min=eps)
+
+
 __all__ = ["linear", "embedding", "gelu", "layer_norm", "dropout", "cross_entropy", "softmax", "log_softmax",
-           "scaled_dot_product_attention", "Tensor"]
+           "scaled_dot_product_attention", "relu", "sigmoid", "tanh", "silu", "softplus", "normalize", "mse_loss",
+           "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "Tensor"]

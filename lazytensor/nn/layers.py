@@ -1,5 +1,8 @@
-"""Layers: Linear, Embedding, LayerNorm, Dropout, GELU, ReLU, Sequential, ModuleList."""
+"""Layers: Linear, Embedding, LayerNorm, RMSNorm, Dropout, GELU, ReLU, SiLU, Identity, the loss modules,
+Sequential, ModuleList."""
 import math
+
+import numpy as np
 
 from .. import grad_mode
 from ..creation import ones, zeros
@@ -85,6 +88,58 @@ class GELU(Module):
 class ReLU(Module):
     def forward(self, x):
         return x.relu()
+
+
+class SiLU(Module):
+    def forward(self, x):
+        return F.silu(x)
+
+
+class Identity(Module):
+    """Returns its input (any arguments to the constructor are ignored, as in PyTorch)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, x):
+        return x
+
+
+class RMSNorm(Module):
+    """x / sqrt(mean(x^2 over the trailing dims) + eps) * weight; eps None: the dtype's machine epsilon."""
+
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True):
+        super().__init__()
+        self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.eps = eps
+        self.weight = Parameter(ones(*self.normalized_shape)) if elementwise_affine else None
+
+    def forward(self, x):
+        dims = tuple(range(x.ndim - len(self.normalized_shape), x.ndim))
+        eps = self.eps if self.eps is not None else float(np.finfo(x.dtype.np).eps)
+        out = x * ((x * x).mean(dim=dims, keepdim=True) + eps).rsqrt()
+        return out * self.weight if self.weight is not None else out
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
+class MSELoss(Module):
+    def __init__(self, reduction="mean"):
+        super().__init__()
+        self.reduction = reduction
+
+    def forward(self, input, target):
+        return F.mse_loss(input, target, self.reduction)
+
+
+class CrossEntropyLoss(Module):
+    def __init__(self, ignore_index=-100, reduction="mean"):
+        super().__init__()
+        self.ignore_index, self.reduction = ignore_index, reduction
+
+    def forward(self, input, target):
+        return F.cross_entropy(input, target, self.ignore_index, self.reduction)
 
 
 class Sequential(Module):
