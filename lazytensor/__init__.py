@@ -9,12 +9,13 @@ from .tensor import Tensor
 from .runtime.residency import Residency
 from .creation import (arange, empty, eye, from_numpy, full, full_like, linspace, ones, ones_like, tensor,
                        zeros, zeros_like)
-from .elementwise import BINARY_FUNCTIONS as _BIN, UNARY_FUNCTIONS as _UN, cast, clip, logical_not, where
-from .reductions import (all, amax, amin, any, argmax, argmin, max, mean, min, prod, std, sum,  # noqa: A004
-                         var)
-from .linalg import matmul
-from .shape_ops import (broadcast_to, cat, chunk, expand, flatten, permute, reshape, split, squeeze, stack,
-                        transpose, unsqueeze)
+from .elementwise import (BINARY_FUNCTIONS as _BIN, UNARY_FUNCTIONS as _UN, cast, clip, isfinite, isinf, isnan, lerp,
+                          logical_not, nan_to_num, where)
+from .reductions import (all, amax, amin, any, argmax, argmin, logsumexp, max, mean, min, prod, std,  # noqa: A004
+                         sum, var)
+from .linalg import bmm, matmul, outer
+from .shape_ops import (broadcast_to, cat, chunk, expand, flatten, flip, permute, repeat, reshape, roll, split,
+                        squeeze, stack, tile, transpose, unbind, unsqueeze)
 from .indexing import gather, index_select, masked_fill, narrow, take_along_axis, tril, triu
 from .activations import log_softmax, softmax
 from .graph_view import graph
@@ -39,3 +40,4 @@ long = int64
 __version__ = "0.1.0"
 
 from . import nn, optim  # noqa: E402  (they import the API above)
+one_hot = nn.functional.one_hot

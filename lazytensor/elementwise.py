@@ -1,4 +1,5 @@
-"""Elementwise ops: unary math, broadcasting binary arithmetic and comparisons, where, clip, casts."""
+"""Elementwise ops: unary math, broadcasting binary arithmetic and comparisons, where, clip, casts, and
+composites (isnan/isinf/isfinite, nan_to_num, lerp)."""
 import numpy as np
 
 from . import dtypes
@@ -166,3 +167,40 @@ def _functions(families, make):
 UNARY_FUNCTIONS = _functions({"unary"}, _unary_fn)
 BINARY_FUNCTIONS = _functions({"binary", "compare", "logical"}, _binary_fn)
 logical_not = UNARY_FUNCTIONS["logical_not"]
+
+
+def isnan(x):
+    """True where x is NaN (x != x: never for integers and bools)."""
+    return binary("ne", x, x)
+
+
+def isinf(x):
+    """True where x is +inf or -inf (never for integers and bools)."""
+    if not x.dtype.is_floating_point:
+        return binary("ne", x, x)
+    return binary("eq", unary("abs", x), float("inf"))
+
+
+def isfinite(x):
+    """True where x is neither NaN nor infinite."""
+    return logical_not(binary("logical_or", isnan(x), isinf(x)))
+
+
+def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
+    """NaN -> `nan`, +inf -> `posinf` (default: the dtype's largest value), -inf -> `neginf` (its lowest)."""
+    if not x.dtype.is_floating_point:
+        return x
+    info = np.finfo(x.dtype.np)
+    posinf = float(info.max) if posinf is None else posinf
+    neginf = float(info.min) if neginf is None else neginf
+    out = where(isnan(x), nan, x)
+    out = where(binary("eq", x, float("inf")), posinf, out)
+    return where(binary("eq", x, float("-inf")), neginf, out)
+
+
+def lerp(start, end, weight):
+    """start + weight * (end - start), by PyTorch's formula (from `end` when |weight| >= 0.5)."""
+    diff = end - start
+    if not isinstance(weight, Tensor):
+        return start + weight * diff if abs(weight) < 0.5 else end - diff * (1.0 - weight)
+    return where(unary("abs", weight) < 0.5, start + weight * diff, end - diff * (1.0 - weight))

@@ -26,3 +26,17 @@ def matmul(a, b):
         shape = shape[:-1]
     dt = dtypes.promote(a.dtype, b.dtype)
     return Tensor._from_op("matmul", (a, b), {"dtype": dt.np}, shape, dt)
+
+
+def outer(a, b):
+    """The outer product of two 1-D tensors: (n,) and (m,) give (n, m)."""
+    if a.ndim != 1 or b.ndim != 1:
+        raise ValueError(f"outer: expected two 1-D tensors, got shapes {a.shape} and {b.shape}")
+    return a.reshape(-1, 1) * b.reshape(1, -1)
+
+
+def bmm(a, b):
+    """Batched matrix product of (B, n, k) and (B, k, m) (no broadcasting, as PyTorch's bmm)."""
+    if a.ndim != 3 or b.ndim != 3 or a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
+        raise ValueError(f"bmm: expected (B, n, k) and (B, k, m), got {a.shape} and {b.shape}")
+    return matmul(a, b)

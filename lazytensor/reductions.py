@@ -153,3 +153,13 @@ def any(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
 def all(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
     """True where every element along `dim` is nonzero."""
     return binary("eq", sum(binary("eq", x, 0), dim, keepdim, axis=axis, keepdims=keepdims), 0)
+
+
+def logsumexp(x, dim, keepdim=False):
+    """log(sum(exp(x))) along `dim`, computed as m + log(sum(exp(x - m))) with m the (detached) max, so
+    large values do not overflow; a slice of all -inf gives -inf. The gradient is softmax(x)."""
+    dims = normalize_axes("logsumexp", dim, x.ndim)
+    m = amax(x, dim=dims, keepdim=True).detach()
+    m = m.where(m.abs() != float("inf"), 0.0)
+    out = (x - m).exp().sum(dim=dims, keepdim=True).log() + m
+    return out if keepdim else out.reshape(*(n for d, n in enumerate(x.shape) if d not in dims))

@@ -1,7 +1,9 @@
-"""Shape ops: reshape, permute/transpose, expand, squeeze/unsqueeze, flatten, cat/stack, split/chunk."""
+"""Shape ops: reshape, permute/transpose, expand, squeeze/unsqueeze, flatten, cat/stack, split/chunk,
+flip/roll, repeat/tile, unbind."""
 import math
 
 from . import dtypes
+from .creation import arange
 from .errors import normalize_axis
 from .indexing import narrow
 from .tensor import Tensor
@@ -188,3 +190,55 @@ def chunk(x, chunks, dim=0):
     d = normalize_axis("chunk", dim, x.ndim)
     step = max(1, -(-x.shape[d] // chunks))
     return split(x, step, d)
+
+
+def flip(x, dims):
+    """The entries of `x` in reverse order along each of `dims` (a copy, as PyTorch's flip is)."""
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    out = x
+    for d in sorted({normalize_axis("flip", d, x.ndim) for d in dims}):
+        if x.shape[d] > 1:
+            out = out.index_select(d, arange(x.shape[d] - 1, -1, -1))
+    return out
+
+
+def roll(x, shifts, dims=None):
+    """Entries shifted by `shifts` along `dims`, wrapping around; without dims, over the flattened tensor."""
+    if dims is None:
+        return roll(x.reshape(-1), shifts, 0).reshape(*x.shape)
+    shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    if len(shifts) != len(dims):
+        raise ValueError(f"roll: {len(shifts)} shifts for {len(dims)} dims")
+    out = x
+    for shift, dim in zip(shifts, dims):
+        d = normalize_axis("roll", dim, x.ndim)
+        n = x.shape[d]
+        s = shift % n if n else 0
+        if s:
+            out = cat([narrow(out, d, n - s, s), narrow(out, d, 0, n - s)], d)
+    return out
+
+
+def repeat(x, *sizes):
+    """PyTorch's repeat: the tensor tiled sizes[i] times along dim i (leading sizes add new dims)."""
+    sizes = _shape_arg(sizes)
+    if len(sizes) < x.ndim:
+        raise ValueError(f"repeat: {len(sizes)} repeat counts for a tensor of {x.ndim} dims; give at least one "
+                         f"per dim")
+    shape = (1,) * (len(sizes) - x.ndim) + tuple(x.shape)
+    interleaved = tuple(v for n in shape for v in (1, n))
+    expanded = tuple(v for r, n in zip(sizes, shape) for v in (r, n))
+    return x.reshape(*interleaved).expand(*expanded).reshape(*(r * n for r, n in zip(sizes, shape)))
+
+
+def tile(x, dims):
+    """NumPy's and PyTorch's tile: repeat, with missing leading counts taken as 1."""
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    return repeat(x, *((1,) * (x.ndim - len(dims)) + dims))
+
+
+def unbind(x, dim=0):
+    """The slices of `x` along `dim`, each without that dim."""
+    d = normalize_axis("unbind", dim, x.ndim)
+    return tuple(narrow(x, d, i, 1).squeeze(d) for i in range(x.shape[d]))

@@ -115,3 +115,52 @@ def test_schedulers_give_pytorchs_learning_rates(name):
         ours.append(s_lt.get_last_lr())
         theirs.append(s_t.get_last_lr())
     np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-15)
+
+
+TENSOR_FUNCTIONS = {
+    "flip": (lambda x: x.flip((0, 2)), lambda x: x.flip((0, 2))),
+    "roll": (lambda x: x.roll((1, -2), (1, 2)), lambda x: x.roll((1, -2), (1, 2))),
+    "roll flat": (lambda x: x.roll(5), lambda x: x.roll(5)),
+    "repeat": (lambda x: x.repeat(2, 1, 3, 1), lambda x: x.repeat(2, 1, 3, 1)),
+    "tile": (lambda x: x.tile((2, 1)), lambda x: x.tile((2, 1))),
+    "unbind": (lambda x: lt.stack([t * (i + 1) for i, t in enumerate(x.unbind(1))]),
+               lambda x: torch.stack([t * (i + 1) for i, t in enumerate(x.unbind(1))])),
+    "outer": (lambda x: lt.outer(x[0, 0], x[1, :, 1]), lambda x: torch.outer(x[0, 0], x[1, :, 1])),
+    "bmm": (lambda x: lt.bmm(x, x.transpose(1, 2)), lambda x: torch.bmm(x, x.transpose(1, 2))),
+    "lerp scalar": (lambda x: x[0].lerp(x[1], 0.3) + x[0].lerp(x[1], 0.8),
+                    lambda x: x[0].lerp(x[1], 0.3) + x[0].lerp(x[1], 0.8)),
+    "lerp tensor": (lambda x: x[0].lerp(x[1], x[0].sigmoid()), lambda x: x[0].lerp(x[1], x[0].sigmoid())),
+    "logsumexp": (lambda x: x.logsumexp(1), lambda x: x.logsumexp(1)),
+    "logsumexp dims": (lambda x: lt.logsumexp(x * 50, (0, 2), keepdim=True),
+                       lambda x: torch.logsumexp(x * 50, (0, 2), keepdim=True)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TENSOR_FUNCTIONS))
+def test_tensor_functions_match_pytorch_values_and_gradients(name):
+    _both(*TENSOR_FUNCTIONS[name], R.uniform(-2, 2, size=(2, 3, 4)))
+
+
+def test_nan_and_infinity_tests_and_nan_to_num_match_pytorch():
+    v = np.array([0.0, -1.5, np.nan, np.inf, -np.inf, 3e38], np.float32)
+    ours, theirs = lt.tensor(v), torch.from_numpy(v)
+    for name in ("isnan", "isinf", "isfinite"):
+        np.testing.assert_array_equal(getattr(ours, name)().numpy(), getattr(theirs, name)().numpy())
+    np.testing.assert_array_equal(ours.nan_to_num().numpy(), theirs.nan_to_num().numpy())
+    np.testing.assert_array_equal(ours.nan_to_num(1.0, 2.0, -2.0).numpy(), theirs.nan_to_num(1.0, 2.0, -2.0).numpy())
+    assert not lt.isnan(lt.tensor([1, 2])).any().item() and lt.isfinite(lt.tensor([1, 2])).all().item()
+
+
+def test_logsumexp_of_an_all_minus_infinity_slice_is_minus_infinity():
+    x = np.array([[-np.inf, -np.inf], [0.0, 1.0]])
+    np.testing.assert_array_equal(lt.tensor(x).logsumexp(1).numpy(), torch.from_numpy(x).logsumexp(1).numpy())
+
+
+def test_one_hot_matches_pytorch_and_refuses_classes_out_of_range():
+    idx = np.array([[0, 3], [2, 1]])
+    np.testing.assert_array_equal(F.one_hot(lt.tensor(idx)).numpy(), TF.one_hot(torch.from_numpy(idx)).numpy())
+    np.testing.assert_array_equal(lt.one_hot(lt.tensor(idx), 6).numpy(), TF.one_hot(torch.from_numpy(idx), 6).numpy())
+    with pytest.raises(IndexError, match="class values"):
+        F.one_hot(lt.tensor([1, 4]), 3)
+    with pytest.raises(IndexError, match="class values"):
+        F.one_hot(lt.tensor([-1, 0]))

@@ -4,7 +4,7 @@ import math
 
 from .. import dtypes
 from ..activations import log_softmax, softmax  # noqa: F401  (re-exported)
-from ..creation import ones
+from ..creation import arange, ones
 from ..elementwise import where
 from ..random import bernoulli_mask
 from ..tensor import Tensor
@@ -140,6 +140,21 @@ def softplus(x, beta=1.0, threshold=20.0):
     return where(bx > threshold, x, bx.clip(max=threshold).exp().log1p() / beta)
 
 
+def one_hot(x, num_classes=-1):
+    """int64 indicators: out[..., c] = 1 where x == c. Like PyTorch it reads x on the host to check the
+    classes (and to find their number when num_classes is -1); IndexError for one out of range."""
+    if x.dtype.is_floating_point or x.dtype == dtypes.bool_:
+        raise TypeError(f"one_hot: class values must be an integer tensor, got {x.dtype}")
+    if x.numel():
+        lo, hi = int(x.min()), int(x.max())
+        if lo < 0 or (num_classes != -1 and hi >= num_classes):
+            raise IndexError(f"one_hot: class values must be in [0, {num_classes}), got {lo if lo < 0 else hi}")
+        num_classes = hi + 1 if num_classes == -1 else num_classes
+    elif num_classes == -1:
+        raise ValueError("one_hot: cannot infer num_classes from an empty tensor; pass it")
+    return (x.unsqueeze(-1) == arange(num_classes)).to(dtypes.int64)
+
+
 def normalize(x, p=2.0, dim=1, eps=1e-12):
     """x / max(||x||_p along dim, eps)."""
     if p == 2.0:
@@ -150,5 +165,5 @@ def normalize(x, p=2.0, dim=1, eps=1e-12):
 
 
 __all__ = ["linear", "embedding", "gelu", "layer_norm", "dropout", "cross_entropy", "softmax", "log_softmax",
-           "scaled_dot_product_attention", "relu", "sigmoid", "tanh", "silu", "softplus", "normalize", "mse_loss",
-           "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "Tensor"]
+           "scaled_dot_product_attention", "relu", "sigmoid", "tanh", "silu", "softplus", "one_hot", "normalize",
+           "mse_loss", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "Tensor"]
