@@ -265,3 +265,9 @@ def fusing_backend(chain):
     if not config.get("LAZYTENSOR_FUSE"):
         return None
     return chain[0] if chain[0].fuses else None
+
+
+def host_fusers(fuser, chain):
+    """The host backends that may run a fused group the device `fuser` declined (or `fuser` itself
+    when it is a host backend), in the order they are tried."""
+    return ([fuser] if fuser.is_host else []) + [b for b in chain[1:] if b.is_host and b.fuses]

@@ -13,6 +13,7 @@ from . import devices, fusion
 from .graph import Node, pending_order
 from .locking import serialized
 from .policy import is_param
+from .scheduler import keeps_host_copy
 
 
 class PlannedValue:
@@ -148,9 +149,8 @@ class _Planner:
         if not fuser.is_host and fuser.accepts_group(group, operands):
             self._place(group.root, group.label, operands, fuser)
             return
-        fusers = ([fuser] if fuser.is_host else []) + [b for b in self.chain[1:] if b.is_host and b.fuses]
         shapes = [n.shape for n in group.inputs]
-        for host in fusers:
+        for host in devices.host_fusers(fuser, self.chain):
             if host.can_fuse(group.recipe, group.root, shapes):
                 self._place(group.root, group.label, operands, host)
                 return
@@ -172,8 +172,7 @@ class _Planner:
                     copies.append(self._download(v, "device-switch"))
                 copies.append(Copy("h2d", v.node_id, v.nbytes, "operand-upload", backend.name))
                 v.on_device, v.backend = True, backend
-            keeps_host = node.op == "reshape" and operands[0].on_host  # as scheduler._run_on_device
-            result = PlannedValue(node, keeps_host, True, backend, node)
+            result = PlannedValue(node, keeps_host_copy(node, operands), True, backend, node)
         self.values[node] = result
         self.items.append(Item(label, node, backend, copies))
 

@@ -63,9 +63,7 @@ def _run_group(group, backend, chain):
             if buf is not None:
                 _record(group.root, backend, start, group.label)
                 return buf
-    fusers = [backend] if backend.is_host else []
-    fusers += [b for b in chain[1:] if b.is_host and b.fuses]
-    for fuser in fusers:
+    for fuser in devices.host_fusers(backend, chain):
         buf = _run_group_on_host(group, fuser)
         if buf is not None:
             return buf
@@ -152,12 +150,17 @@ def _run_on_device(node, operands, backend, launch=None):
             raise
     buf = Buffer(node.id, node.op, node.shape, node.dtype).set_device_result(out, backend)
     memory.register(buf)
-    if node.op == "reshape" and operands[0].on_host:
-        # A reshape of a value the host also holds is free there: keep both copies (state BOTH), so
-        # e.g. reshaped targets stay readable by host-side index checks without a download.
+    if keeps_host_copy(node, operands):
         buf.add_host_copy(operands[0].host.reshape(node.shape))
         buf.share_host()
     return buf
+
+
+def keeps_host_copy(node, operands):
+    """Whether a device result also gets a host copy: a reshape of a value the host also holds is free
+    there, so both copies are kept (state BOTH) and e.g. reshaped targets stay readable by host-side
+    index checks without a download."""
+    return node.op == "reshape" and operands[0].on_host
 
 
 def _device_operands(operands, backend):
