@@ -1,5 +1,6 @@
 """Milliseconds per training step (forward, backward, clip, AdamW, loss read), each contender timed in a
-process of its own: lazytensor eager and PyTorch eager CPU, on the same weights and batches.
+process of its own: lazytensor eager, lazytensor compiled (the step wrapped in `lt.jit`: captured once,
+then replayed) and PyTorch eager CPU, on the same weights and batches.
 
     python bench/train_step.py [--models cli user] [--configs tiny small] [--threads 1 2]
                                [--rounds 5] [--steps 6] [--warmup 3]
@@ -24,7 +25,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.join(HERE, "..", "tests")
-CONTENDERS = ("lazytensor", "pytorch")
+CONTENDERS = ("lazytensor", "compiled", "pytorch")
 
 
 def prepare(model_kind, config, steps, path):
@@ -51,9 +52,10 @@ def prepare(model_kind, config, steps, path):
     np.savez(path, sizes=json.dumps(sizes), **arrays)
 
 
-def _lazytensor_step(model_kind, sizes, weights):
+def _lazytensor_step(model_kind, sizes, weights, compiled):
     import lazytensor as lt
     lt.tune_host_malloc()  # as `lazytensor train` does
+    wrap = lt.jit if compiled else (lambda fn: fn)
     if model_kind == "cli":
         from lazytensor.models import GPT, GPTConfig
         from lazytensor.train import train_step
@@ -64,13 +66,15 @@ def _lazytensor_step(model_kind, sizes, weights):
         no_decay = [p for p in params if p.ndim < 2]
         opt = lt.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
                              lr=3e-3, betas=(0.9, 0.99))
-        return lambda x, y: train_step(model, opt, params, lt.tensor(x), lt.tensor(y), 1.0).item()
+        step = wrap(train_step)
+        return lambda x, y: step(model, opt, params, lt.tensor(x), lt.tensor(y), 1.0).item()
     import user_gpt
     gpt, optimizer, step = user_gpt.make(lt)
     model = gpt(sizes["vocab_size"], sizes["n_layer"], sizes["n_head"], sizes["n_embd"], sizes["block_size"])
     model.load_state_dict(weights)
     opt = optimizer(model)
-    return lambda x, y: step(model, opt, lt.tensor(x), lt.tensor(y))
+    step = wrap(step)
+    return lambda x, y: step(model, opt, lt.tensor(x), lt.tensor(y)).item()
 
 
 def _pytorch_step(model_kind, sizes, weights, threads):
@@ -101,7 +105,7 @@ def _pytorch_step(model_kind, sizes, weights, threads):
     model = gpt(sizes["vocab_size"], sizes["n_layer"], sizes["n_head"], sizes["n_embd"], sizes["block_size"])
     model.load_state_dict(tensors)
     opt = optimizer(model)
-    return lambda x, y: step(model, opt, torch.from_numpy(x), torch.from_numpy(y))
+    return lambda x, y: step(model, opt, torch.from_numpy(x), torch.from_numpy(y)).item()
 
 
 def worker(contender, model_kind, path, warmup, threads):
@@ -112,8 +116,8 @@ def worker(contender, model_kind, path, warmup, threads):
     data = np.load(path)
     sizes = json.loads(str(data["sizes"]))
     weights = {k[len("param/"):]: data[k] for k in data.files if k.startswith("param/")}
-    if contender == "lazytensor":
-        step = _lazytensor_step(model_kind, sizes, weights)
+    if contender != "pytorch":
+        step = _lazytensor_step(model_kind, sizes, weights, contender == "compiled")
     else:
         step = _pytorch_step(model_kind, sizes, weights, threads)
     xs, ys = data["x"], data["y"]
@@ -170,9 +174,10 @@ def main():
     print("median of per-process medians (smallest; spread = (largest - smallest) / median), "
           f"{args.rounds} processes each, {args.steps} timed steps after {args.warmup} warm-up steps\n")
     names = " | ".join(f"{c} ms" for c in args.contenders)
-    ratio = " | lazytensor / PyTorch" if set(CONTENDERS) <= set(args.contenders) else ""
+    others = [c for c in args.contenders if c != "pytorch"] if "pytorch" in args.contenders else []
+    ratio = "".join(f" | {c} / PyTorch" for c in others)
     print(f"| model | config | threads | {names}{ratio} |")
-    print("|---|---|---|" + "---|" * len(args.contenders) + ("---|" if ratio else ""))
+    print("|---|---|---|" + "---|" * (len(args.contenders) + len(others)))
     with tempfile.TemporaryDirectory() as tmp:
         for model_kind in args.models:
             for config in args.configs:
@@ -190,9 +195,9 @@ def main():
                         med, low, spread = _row(medians[c])
                         cells.append(f"{med:.1f} ({low:.1f}; {spread:.0%})")
                     line = f"| {model_kind} | {config} | {threads} | " + " | ".join(cells)
-                    if ratio:
-                        ours, theirs = (statistics.median(medians[c]) for c in CONTENDERS)
-                        line += f" | {ours / theirs:.2f}x"
+                    theirs = statistics.median(medians["pytorch"]) if others else None
+                    for c in others:
+                        line += f" | {statistics.median(medians[c]) / theirs:.2f}x"
                     print(line + " |", flush=True)
 
 

@@ -89,6 +89,6 @@ def make(torch):
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        return loss.item()
+        return loss
 
     return GPT, optimizer, train_step

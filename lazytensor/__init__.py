@@ -24,6 +24,7 @@ from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .random import (get_rng_state, initial_seed, manual_seed, normal, rand, rand_like, randint, randn,
                      randn_like, set_rng_state, uniform)
 from .evaluation import counters, plan, realize, reset_counters
+from .compiled import JitWarning, jit
 from .device_api import (clear_transfer_log, devices, get_device, get_num_threads, kernel_cache_dir, memory_budget,
                          profile, register_device, residency_stats, set_device, set_memory_budget,
                          set_num_threads, set_transfer_log_capacity, transfer_log, transfer_log_capacity,

@@ -69,6 +69,9 @@ def _train_parser(sub):
     p.add_argument("--resume", help="continue from this checkpoint, exactly where it stopped")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="show a progress bar on stderr (default: when stderr is a terminal)")
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=d.compile,
+                   help="capture the training step once and replay it (lt.jit); --no-compile rebuilds "
+                        "and plans it every step (default: on)")
 
 
 def main(argv=None):

@@ -6,9 +6,10 @@ import math
 
 import numpy as np
 
-from . import dtypes, grad_mode, lr_scheduler  # noqa: F401  (lt.optim.lr_scheduler, as torch.optim's)
-from .runtime.hostio import data_node
+from . import compiled, dtypes, grad_mode, lr_scheduler  # noqa: F401  (lt.optim.lr_scheduler, as torch.optim's)
+from .runtime.hostio import host_view_node
 from .creation import tensor, zeros_like
+from .elementwise import scalar
 from .evaluation import realize
 from .tensor import Tensor
 
@@ -82,7 +83,8 @@ class Optimizer:
                     if tuple(v.shape) != p.shape:
                         raise ValueError(f"load_state_dict: state {k!r} of parameter {i} has shape "
                                          f"{tuple(v.shape)}, the parameter {p.shape}")
-                    v = tensor(v, dtype=p.dtype) if isinstance(v, np.ndarray) else v
+                    # a tensor of its own: a step replaces its value in place (the saved one stays)
+                    v = tensor(v, dtype=p.dtype) if isinstance(v, np.ndarray) else v.detach()
                 entry[k] = v
             self.state[id(p)] = entry
 
@@ -96,6 +98,7 @@ class SGD(Optimizer):
     @grad_mode.no_grad()
     def step(self):
         for group in self.param_groups:
+            lr = None
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -105,10 +108,15 @@ class SGD(Optimizer):
                 if group["momentum"]:
                     st = self.state.setdefault(id(p), {})
                     buf = st.get("momentum_buffer")
-                    buf = g if buf is None else buf * group["momentum"] + g
-                    st["momentum_buffer"] = buf
+                    if buf is None:
+                        buf = st["momentum_buffer"] = g.detach()
+                    else:
+                        buf._node = (buf * group["momentum"] + g)._node  # the same tensor: lt.jit state
                     g = buf
-                p._node = (p - g * group["lr"])._node
+                if lr is None or lr.dtype != p.dtype:
+                    lr = scalar(group["lr"], p.dtype)  # as `g * lr` with a Python lr, but lt.jit follows it
+                    compiled.dynamic(lr, lambda group=group: group["lr"])
+                p._node = (p - g * lr)._node
         self._realize()
 
 
@@ -124,17 +132,18 @@ class AdamW(Optimizer):
 
     @grad_mode.no_grad()
     def step(self):
-        updates, scalars = [], {}
+        updates, scalars, stepped = [], {}, []
 
-        def scalar(value):  # one 0-d leaf per distinct value in a step, not one per parameter
-            if value not in scalars:
-                scalars[value] = _host_scalar(value)
-            return scalars[value]
+        def scalar(key, value, follow):  # one 0-d leaf per distinct value in a step, not one per parameter
+            if key not in scalars:
+                scalars[key] = _host_scalar(value)
+                compiled.dynamic(scalars[key], follow)  # lt.jit recomputes it at each replay
+            return scalars[key]
         for group in self.param_groups:
             b1, b2 = group["betas"]
             wd = group["weight_decay"]
             attrs = {"beta1": b1, "beta2": b2, "eps": group["eps"], "weight_decay": wd if self.decoupled else 0.0}
-            lr = scalar(group["lr"])
+            lr = scalar(("lr", id(group)), group["lr"], lambda group=group: group["lr"])
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -143,26 +152,40 @@ class AdamW(Optimizer):
                 if st is None:
                     st = self.state[id(p)] = {"step": 0, "exp_avg": zeros_like(p), "exp_avg_sq": zeros_like(p)}
                 st["step"] += 1
-                bias1, bias2 = scalar(1 - b1 ** st["step"]), scalar(1 - b2 ** st["step"])
+                stepped.append(st)
+                bias1 = scalar(("b1", b1, st["step"]), 1 - b1 ** st["step"], lambda st=st, b1=b1: 1 - b1 ** st["step"])
+                bias2 = scalar(("b2", b2, st["step"]), 1 - b2 ** st["step"], lambda st=st, b2=b2: 1 - b2 ** st["step"])
                 inputs = (p, grad, st["exp_avg"], st["exp_avg_sq"], lr, bias1, bias2)
                 updates.append((p, st, Tensor._from_op("adamw", inputs, attrs, (3,) + p.shape, p.dtype)))
+        compiled.on_replay(lambda: _advance(stepped))
         # One scheduler run for the whole step (forward, backward, updates); then (p, m, v) are views
         # of each update's result: on the host three free views, else three slices realized together.
+        # The parameter and its moments keep their tensor objects (lt.jit replays update them).
         realize(*(packed for _, _, packed in updates))
         pending = []
         for p, st, packed in updates:
             buf = packed._node.buffer
-            host = buf.host if buf.on_host and not buf.on_device else None  # a device copy stays in use
-            if host is not None:
-                p._node = data_node(host[0], exclusive=False)
-                st["exp_avg"] = Tensor(data_node(host[1], exclusive=False))
-                st["exp_avg_sq"] = Tensor(data_node(host[2], exclusive=False))
+            if buf.on_host and not buf.on_device:  # a device copy stays in use
+                p._node = host_view_node(packed._node, 0)
+                st["exp_avg"]._node = host_view_node(packed._node, 1)
+                st["exp_avg_sq"]._node = host_view_node(packed._node, 2)
             else:
                 p._node = packed[0]._node
-                st["exp_avg"], st["exp_avg_sq"] = packed[1], packed[2]
+                st["exp_avg"]._node, st["exp_avg_sq"]._node = packed[1]._node, packed[2]._node
                 pending += [p, st["exp_avg"], st["exp_avg_sq"]]
         if pending:
             realize(*pending)
+
+
+def _advance(states):
+    """A replayed step's Python side: every updated parameter's step count goes up by one."""
+    for st in states:
+        st["step"] += 1
+
+    def undo():
+        for st in states:
+            st["step"] -= 1
+    return undo
 
 
 class Adam(AdamW):

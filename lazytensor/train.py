@@ -14,6 +14,7 @@ import time
 import numpy as np
 
 from . import checkpoint, grad_mode, nn, optim
+from .compiled import jit
 from .data import CharDataset, default_corpus
 from .device_api import get_device, kernel_cache_dir, profile, residency_stats, set_device, set_memory_budget
 from .evaluation import realize
@@ -179,10 +180,12 @@ def run(cfg, out=None):
         sched.load_state_dict({"base_lrs": sched.base_lrs, "last_epoch": start})
         state.history = {k: list(v) for k, v in {**state.history, **meta.get("history", {})}.items()}
     params = list(model.parameters())
+    step_fn = jit(train_step) if cfg.compile else train_step
     resumed = f", resuming at step {start} from {cfg.resume}" if meta is not None else ""
     state.say(f"lazytensor train: config {cfg.config} ({model.num_parameters():,} parameters, "
               f"{len(data.train):,} training chars, vocab {data.vocab_size}), device {device}, "
-              f"{cfg.steps} steps, batch {batch_size} x {block}{resumed}")
+              f"{cfg.steps} steps, batch {batch_size} x {block}{resumed}, "
+              f"{'compiled step (lt.jit)' if cfg.compile else 'eager step (--no-compile)'}")
     _first_run_note(out)
     status, bad_value, step = "done", None, start - 1
     bar = _progress(cfg, start, cfg.progress)
@@ -195,7 +198,7 @@ def run(cfg, out=None):
                 if device != "cpu":
                     x.to(device)
                     y.to(device)
-                loss = train_step(model, opt, params, x, y, cfg.grad_clip)
+                loss = step_fn(model, opt, params, x, y, cfg.grad_clip)
                 sched.step()
                 state.step_times.append(time.perf_counter() - t0)
                 window_steps += 1

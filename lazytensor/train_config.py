@@ -40,6 +40,7 @@ class TrainConfig:
     checkpoint_every: int = 100
     resume: str = None
     progress: bool = None  # a progress bar: None shows it when stderr is a terminal
+    compile: bool = True  # replay the captured training step (lt.jit) instead of rebuilding it each step
 
 
 PLAN_DEFAULTS = {"config": "tiny", "lr": 3e-3, "min_lr_ratio": 0.1, "warmup": 20, "weight_decay": 0.1,

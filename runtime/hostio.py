@@ -4,9 +4,11 @@ A read realizes the node and, if only a device holds the value, downloads it onc
 further reads are free). A write brings a device-only value back first, then makes the device forget
 its copy; tensors derived from the old value keep it (value semantics).
 """
+import threading
+
 import numpy as np
 
-from . import copies
+from . import copies, scheduler
 from .counters import COUNTERS
 from .graph import Node
 from .locking import serialized
@@ -14,7 +16,14 @@ from .residency import Buffer
 from .scheduler import realize
 
 
+def _host_access(what):
+    """A capture cannot replay a host access: the value read may steer Python, a written one is new."""
+    if scheduler.recorder is not None and scheduler.recorder.thread == threading.get_ident():
+        scheduler.recorder.refuse(what)
+
+
 def _on_host(node, reason):
+    _host_access(f"a host read ({reason})")
     realize([node])
     buf = node.buffer
     if not buf.on_host:
@@ -51,6 +60,22 @@ def data_node(array, exclusive):
     return node
 
 
+def host_view_node(node, index):
+    """A realized leaf viewing `node`'s host array at `index` (no kernel, no copy; writes will copy)."""
+    view = node.buffer.host[index]
+    leaf = data_node(view, exclusive=False)
+    if scheduler.recorder is not None and scheduler.recorder.thread == threading.get_ident():
+        scheduler.recorder.view(node.buffer, index, leaf.buffer)
+    return leaf
+
+
+def value_node(buffer):
+    """A realized leaf holding `buffer` (a value a compiled step computed)."""
+    node = Node("data", (), {}, buffer.shape, buffer.dtype)
+    node.buffer = buffer
+    return node
+
+
 @serialized
 def write_items(node, key, value, trigger="setitem"):
     """`node[key] = value` on the host. Returns the node that now holds the result (maybe `node`)."""
@@ -69,6 +94,7 @@ def write_items(node, key, value, trigger="setitem"):
 
 def replace_value(array, trigger):
     """A whole-tensor host write (fill_, copy_ from host data): a new node holding `array`."""
+    _host_access(f"a host write ({trigger})")
     COUNTERS.host_writes[trigger] += 1
     return data_node(array, exclusive=True)
 
@@ -77,6 +103,7 @@ def replace_value(array, trigger):
 def place_on_device(node, backend, reason="to-device"):
     """Realize `node` and make sure `backend` holds a copy (True), unless memory cannot be had (False).
     A backend without device memory of its own (Metal, which reads host arrays) needs no copy."""
+    _host_access(f"a placement ({reason})")
     realize([node])
     if backend.is_host:
         return True

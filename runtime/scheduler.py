@@ -3,6 +3,8 @@
 Operands are uploaded only when they are not already resident where the kernel runs; results stay
 where they were computed. A device that cannot get memory for a kernel passes it down the chain.
 """
+import threading
+
 import numpy as np
 
 from . import copies, devices, fusion, parallel
@@ -12,6 +14,8 @@ from .locking import serialized
 from .policy import is_param
 from .residency import Buffer
 from .transfers import LOG, now
+
+recorder = None  # while lt.jit captures a call: its runtime.capture.Recorder, told every kernel run
 
 
 def _exclusive(out, args):
@@ -54,20 +58,23 @@ def _run_group(group, backend, chain):
     """Run a fused group as one kernel: on the device when it accepts the group, else on the first host
     fuser of the chain that does (a GPU fuser like Metal may decline); with none, its members run one
     by one down the chain as usual."""
-    if not backend.is_host:
-        operands = [n.buffer for n in group.inputs] + [p.buffer for p in group.params if isinstance(p, Node)]
-        if backend.accepts_group(group, operands):
-            start = now()
-            buf = _run_on_device(group.root, operands, backend,
-                                 lambda args, out: backend.launch_group(group, args, out))
-            if buf is not None:
-                _record(group.root, backend, start, group.label)
-                return buf
-    for fuser in devices.host_fusers(backend, chain):
-        buf = _run_group_on_host(group, fuser)
+    operands = [n.buffer for n in group.inputs] + [p.buffer for p in group.params if isinstance(p, Node)]
+    if not backend.is_host and backend.accepts_group(group, operands):
+        buf = group_on_device(group, operands, backend)
         if buf is not None:
+            _report("device_group", backend, group, operands, buf)
+            return buf
+    for fuser in devices.host_fusers(backend, chain):
+        buf = fused_on_host(group, operands, fuser)
+        if buf is not None:
+            _report("host_group", fuser, group, operands, buf)
             return buf
     return _run_members(group, chain)
+
+
+def _report(kind, backend, what, operands, buf):
+    if recorder is not None and recorder.thread == threading.get_ident():
+        recorder.kernel(kind, backend, what, operands, buf)
 
 
 def _record(node, backend, start, label=None):
@@ -78,14 +85,27 @@ def _record(node, backend, start, label=None):
         LOG.kernel(node, backend.name, start, measured if measured is not None else now() - start, label=label)
 
 
-def _run_group_on_host(group, backend):
-    """The group's value from a host fuser, or None if it declines the group (a GPU fuser may)."""
-    for node in group.inputs + [p for p in group.params if isinstance(p, Node)]:
-        if not node.buffer.on_host:
-            copies.download(node.buffer, "host-kernel")
-    params = [p.buffer.host.item() if isinstance(p, Node) else p for p in group.params]
+def group_on_device(group, operands, backend):
+    """A fused group's value computed on device `backend` (operands: the inputs' Buffers, then those of
+    its 0-d operand nodes), or None if it cannot get the memory."""
     start = now()
-    out = backend.launch_fused(group.recipe, group.root, [n.buffer.host for n in group.inputs], params)
+    buf = _run_on_device(group.root, operands, backend, lambda args, out: backend.launch_group(group, args, out))
+    if buf is not None:
+        _record(group.root, backend, start, group.label)
+    return buf
+
+
+def fused_on_host(group, operands, backend):
+    """A fused group's value from a host fuser (operands as for group_on_device), or None if it
+    declines the group (a GPU fuser may)."""
+    for buf in operands:
+        if not buf.on_host:
+            copies.download(buf, "host-kernel")
+    arrays = [b.host for b in operands[:len(group.inputs)]]
+    values = iter(operands[len(group.inputs):])
+    params = [next(values).host.item() if hasattr(p, "op") else p for p in group.params]
+    start = now()
+    out = backend.launch_fused(group.recipe, group.root, arrays, params)
     if out is None:
         return None
     if LOG.profiling:
@@ -109,13 +129,31 @@ def _run(node, chain):
     for backend in chain:
         if not backend.accepts(node, operands):
             continue
-        start = now()
-        buf = _run_on_host(node, operands, backend) if backend.is_host else \
-            _run_on_device(node, operands, backend)
+        buf = run_node(node, operands, backend)
         if buf is not None:
-            _record(node, backend, start)
+            _report("node", backend, node, operands, buf)
             return buf
     raise AssertionError(f"no backend accepted {node}")  # the last host backend accepts everything
+
+
+def run_node(node, operands, backend):
+    """`node`'s value computed by `backend` from its operands' Buffers; None if a device cannot get the
+    memory for it."""
+    start = now()
+    buf = _run_on_host(node, operands, backend) if backend.is_host else _run_on_device(node, operands, backend)
+    if buf is not None:
+        _record(node, backend, start)
+    return buf
+
+
+def run_down_chain(node, operands, chain):
+    """`node`'s value from the first backend of `chain` that accepts it and gets the memory."""
+    for backend in chain:
+        if backend.accepts(node, operands):
+            buf = run_node(node, operands, backend)
+            if buf is not None:
+                return buf
+    raise AssertionError(f"no backend accepted {node}")
 
 
 def _run_on_host(node, operands, backend):

@@ -4,6 +4,7 @@ import collections
 import numpy as np
 
 from .. import grad_mode
+from ..compiled import note_module
 from ..runtime import hostio
 from ..tensor import Tensor
 
@@ -67,6 +68,7 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} must define forward()")
 
     def __call__(self, *args, **kwargs):
+        note_module(self)  # while lt.jit captures a call, this module's train/eval mode is a guard
         return self.forward(*args, **kwargs)
 
     # ---- traversal ----------------------------------------------------------------------------------

@@ -97,6 +97,14 @@ class DeviceBackend(HostBackend):
         """Whether this device runs a fused elementwise group (then launch_group runs it)."""
         return False
 
+    def last_launches(self):
+        """What the last `launch` ran, in a form `reuse_launches` takes back (a compiled step keeps it
+        and skips the planning when it replays that kernel), or None."""
+        return None
+
+    def reuse_launches(self, node, launches):
+        """Make the next `launch(node, ...)` run `launches` (from `last_launches`) without planning."""
+
     def launch_group(self, group, args, out_block):
         raise NotImplementedError
 

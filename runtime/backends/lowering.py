@@ -386,4 +386,13 @@ class LoweringDevice:
         launches = self._planned.pop(node.id, None) if self._planned else None
         if launches is None:
             launches = self.lower(node, [LaunchOperand(a) for a in args])
+        # Index launches may hold what the host saw of the indices (bounds, scatter order): never reused.
+        self._last = None if node.op in _INDEX else launches
         return launches
+
+    def last_launches(self):
+        return getattr(self, "_last", None)
+
+    def reuse_launches(self, node, launches):
+        # Launches take their scalars (RNG keys included) from the node's attrs when they run.
+        self._planned = {node.id: launches}

@@ -1,0 +1,351 @@
+"""`lt.jit`: compile a function of tensors (typically a whole training step) by recording the kernels of
+one call and replaying them on later calls whose guards match.
+
+For each distinct guard (the arguments' tensor shapes, dtypes and requires_grad, the other arguments'
+values, the default dtype, the device, grad mode), the first call runs eagerly (a warm-up: optimizers
+create their state), the second runs eagerly while the engine records every kernel (runtime/capture.py),
+and later calls replay the record: no graph, no autograd, no planning, only the kernels in order on the
+new values. Tensors that were alive before the call and that the call replaced (parameters, optimizer
+state, `.grad`) get the replay's values, in their own tensor objects; the random generator advances as
+the eager call would; optimizers' Python counters advance by hooks they register (`on_replay`).
+
+A replay runs no Python of the function. So a capture is refused (a one-line `JitWarning`, and the
+function then runs eagerly for that guard) when the call reads or writes values on the host (`.item()`,
+printing, `copy_` from host data, `.to()`), reseeds the generator, or keeps new tensors anywhere but in
+its return value and in `.grad`. Python numbers computed inside the function are constants of the
+capture: pass values that change (a learning rate of your own, a step count) as tensors or arguments.
+"""
+import collections
+import functools
+import gc
+import threading
+import warnings
+import weakref
+
+import numpy as np
+
+from . import dtypes, grad_mode
+from .runtime import devices, hostio, scheduler
+from .runtime.capture import Recorder
+from .tensor import Tensor
+
+MAX_CACHED = 8  # guards kept per compiled function; the least recently used one goes first
+
+_modules_called = None  # while capturing: the modules whose forward ran (their train/eval mode is a guard)
+
+
+class JitWarning(UserWarning):
+    """A compiled function could not be captured and runs eagerly for these inputs."""
+
+
+def note_module(module):
+    """Called by Module.__call__: while capturing, the module's mode becomes a guard."""
+    if _modules_called is not None and _recorder() is not None:
+        _modules_called.append(module)
+
+
+def _recorder():
+    """The Recorder of the call this thread is capturing, or None."""
+    recorder = scheduler.recorder
+    return recorder if recorder is not None and recorder.thread == threading.get_ident() else None
+
+
+def on_replay(hook):
+    """While capturing: `hook()` runs at each replay before the kernels (e.g. an optimizer's step
+    counters) and returns a function undoing it (called if the replay fails) or None."""
+    recorder = _recorder()
+    if recorder is not None:
+        recorder.on_replay(hook)
+
+
+def dynamic(tensor, fn):
+    """While capturing: the 0-d host tensor `tensor`, made inside the call, is `fn()` at each replay."""
+    recorder = _recorder()
+    if recorder is not None:
+        recorder.dynamic(tensor._node.buffer, fn)
+
+
+def jit(fn=None, *, warmup=1):
+    """Decorate a function of tensors (`@lt.jit` or `@lt.jit(warmup=...)`): `warmup` eager calls per
+    guard, then one captured call, then replays. `f.eager(...)` calls the function undecorated;
+    `f.stats()` tells what it did; `f.reset()` drops every capture."""
+    if fn is None:
+        return lambda f: CompiledFunction(f, warmup)
+    return CompiledFunction(fn, warmup)
+
+
+MAX_VARIANTS = 4  # captures kept per guard, told apart by the state they found (which tensors had a .grad)
+
+
+class _Entry:
+    """One guard's state: calls so far, its captures (`variants`), or why it runs eagerly."""
+
+    __slots__ = ("calls", "variants", "eager", "keep")
+
+    def __init__(self, keep):
+        self.calls, self.variants, self.eager, self.keep = 0, [], None, keep
+
+
+class _Variant:
+    """One capture: its program; the tensors it binds (`bound`: key -> (weakref, read its .grad?)) and
+    their shapes and dtypes; the modules and their modes; the tensors whose value (`rebinds`) or .grad
+    (`regrads`, with whether they had one) it replaces; the return value's structure."""
+
+    __slots__ = ("program", "bound", "specs", "modules", "rebinds", "regrads", "structure", "n_outs")
+
+
+class CompiledFunction:
+    """The callable `lt.jit` returns."""
+
+    def __init__(self, fn, warmup):
+        if warmup < 0:
+            raise ValueError(f"lt.jit: warmup must be >= 0, got {warmup}")
+        functools.update_wrapper(self, fn)
+        self.fn, self.warmup = fn, warmup
+        self._cache = collections.OrderedDict()
+        self._counts = collections.Counter()
+
+    def __get__(self, obj, objtype=None):  # as a method: bind like a function would
+        return self if obj is None else functools.partial(self.__call__, obj)
+
+    def eager(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+    def reset(self):
+        self._cache.clear()
+
+    def stats(self):
+        """Counts of eager, captured and replayed calls, and of guards cached now."""
+        return {**{k: self._counts[k] for k in ("eager", "captured", "replayed", "refused")},
+                "cached": len(self._cache)}
+
+    def __call__(self, *args, **kwargs):
+        if scheduler.recorder is not None:  # inside another capture (or another thread's): run eagerly
+            self._counts["eager"] += 1
+            return self.fn(*args, **kwargs)
+        arg_tensors, keep = [], []
+        key = (_signature(args, arg_tensors, keep), _signature(kwargs, arg_tensors, keep),
+               dtypes.DEFAULT_FLOAT.name, tuple(id(b) for b in devices.chain()), grad_mode.is_grad_enabled())
+        entry = self._cache.get(key)
+        if entry is None:
+            entry = self._cache[key] = _Entry(keep)
+            while len(self._cache) > MAX_CACHED:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(key)
+        entry.calls += 1
+        if entry.eager is not None or entry.calls <= self.warmup:
+            self._counts["eager"] += 1
+            return self.fn(*args, **kwargs)
+        for variant in entry.variants:
+            bound = _bind(variant, arg_tensors)
+            if bound is not None:
+                self._counts["replayed"] += 1
+                return _replay(variant, bound)
+        # First capture, or every one missed: a state tensor died or changed shape, a module changed
+        # mode, a .grad appeared or went (each such state keeps a capture of its own).
+        return self._capture(entry, args, kwargs, arg_tensors)
+
+    def _capture(self, entry, args, kwargs, arg_tensors):
+        global _modules_called
+        scheduler.realize([t._node for t in arg_tensors])  # inputs are values the replay binds
+        gc.collect()  # a garbage tensor must not pass for state
+        alive = _live_tensors()
+        # Every value a tensor holds now becomes a Buffer, so the capture can bind it to its tensor: a
+        # pending one (last call's .grad, say) would be computed inside the capture from inputs a replay
+        # cannot supply.
+        scheduler.realize([t._node for t in alive if t._node.buffer is None])
+        # Weak references only: a value the call replaces is freed when the eager call would free it.
+        nodes = [weakref.ref(t._node) for t in alive]
+        grads = [None if t.grad is None else weakref.ref(t.grad) for t in alive]
+        buffer_ids = [id(t._node.buffer) if t._node.buffer is not None else None for t in alive]
+        recorder = Recorder()
+        for i, t in enumerate(arg_tensors):
+            recorder.bind(t._node.buffer, ("arg", i))
+        holders = collections.defaultdict(list)
+        for j, t in enumerate(alive):
+            if buffer_ids[j] is not None:
+                holders[buffer_ids[j]].append(j)
+                recorder.bind(t._node.buffer, ("alive", j))
+        chain = devices.chain()
+        scheduler.recorder, _modules_called = recorder, []
+        try:
+            result = self.fn(*args, **kwargs)
+            structure, outs = _structure(result, []), _tensors_in(result)
+            rebound = [j for j, t in enumerate(alive) if t._node is not nodes[j]()]
+            regrads = [j for j, t in enumerate(alive) if _grad_changed(t.grad, grads[j])]
+            wanted = outs + [alive[j] for j in rebound] + [alive[j].grad for j in regrads if alive[j].grad is not None]
+            scheduler.realize([t._node for t in wanted])
+        finally:
+            scheduler.recorder, modules, _modules_called = None, _modules_called, None
+        self._counts["captured"] += 1
+        if recorder.refused is None:
+            recorder.refused = _escaped(alive, wanted)
+        if recorder.refused is not None:
+            entry.eager = recorder.refused
+            self._counts["refused"] += 1
+            warnings.warn(f"lt.jit({getattr(self.fn, '__qualname__', 'function')}): {recorder.refused}; "
+                          f"it runs eagerly for these inputs", JitWarning, stacklevel=3)
+            return result
+        regrad_values = [alive[j].grad for j in regrads]
+        targets = [t._node.buffer for t in outs] + [alive[j]._node.buffer for j in rebound] + \
+            [g._node.buffer for g in regrad_values if g is not None]
+        program = recorder.program(targets, chain)
+        # A value held by several tensors is bound through the one the call replaced, if any; a value
+        # that was some tensor's .grad is bound as that tensor's .grad (accumulation reads it anew).
+        replaced, grad_of = set(rebound), {}
+        for k, ref in enumerate(grads):
+            if ref is not None and ref() is not None:
+                grad_of.setdefault(id(ref()), k)
+        variant = _Variant()
+        variant.bound, variant.specs = {}, {}
+        for key in program.bound_keys:
+            if key[0] == "alive":
+                j = next((h for h in holders[buffer_ids[key[1]]] if h in replaced), key[1])
+                k = grad_of.get(id(alive[j]))
+                variant.bound[key] = (weakref.ref(alive[j]), False) if k is None else (weakref.ref(alive[k]), True)
+                variant.specs[key] = (alive[j].shape, alive[j]._node.dtype)
+        variant.modules = [(weakref.ref(m), m.training) for m in dict.fromkeys(modules)]
+        n = variant.n_outs = len(outs)
+        variant.rebinds = [(weakref.ref(alive[j]), n + k) for k, j in enumerate(rebound)]
+        k = n + len(rebound)
+        variant.regrads = []
+        for j, g in zip(regrads, regrad_values):
+            variant.regrads.append((weakref.ref(alive[j]), None if g is None else k, grads[j] is not None))
+            k += g is not None
+        variant.structure, variant.program = structure, program
+        entry.variants.insert(0, variant)
+        del entry.variants[MAX_VARIANTS:]
+        return result
+
+
+def _live_tensors():
+    """Every Tensor the collector tracks. By type, not isinstance: that would ask a dead weak proxy (or a
+    module with deprecated attributes) for its __class__."""
+    return [o for o in gc.get_objects() if issubclass(type(o), Tensor)]
+
+
+def _grad_changed(grad, before):
+    """Whether `.grad` is another tensor (or None) than `before`, a weak reference (None: it was None)."""
+    if before is None:
+        return grad is not None
+    return grad is None or grad is not before()
+
+
+def _signature(obj, tensors, keep):
+    """The guard of one argument: tensors by shape, dtype and requires_grad (collected into `tensors`),
+    containers by their items, numbers and strings by value, anything else by identity (kept alive)."""
+    if isinstance(obj, Tensor):
+        tensors.append(obj)
+        return ("tensor", obj.shape, obj._node.dtype.str, obj.requires_grad)
+    if isinstance(obj, (list, tuple)):
+        return (type(obj).__name__,) + tuple(_signature(o, tensors, keep) for o in obj)
+    if isinstance(obj, dict):
+        return ("dict",) + tuple((k, _signature(v, tensors, keep)) for k, v in obj.items())
+    if obj is None or isinstance(obj, (bool, int, float, complex, str, bytes)):
+        return (type(obj).__name__, obj)
+    if isinstance(obj, np.ndarray):
+        raise TypeError("lt.jit: pass NumPy arrays as tensors (lt.tensor(array)); a compiled function's "
+                        "host data would be a constant of its capture")
+    keep.append(obj)
+    return ("object", id(obj))
+
+
+def _structure(obj, counter):
+    """The return value with each tensor replaced by its output index (a placeholder tuple)."""
+    if isinstance(obj, Tensor):
+        counter.append(None)
+        return ("__out__", len(counter) - 1)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_structure(o, counter) for o in obj)
+    if isinstance(obj, dict):
+        return {k: _structure(v, counter) for k, v in obj.items()}
+    return obj
+
+
+def _tensors_in(obj):
+    if isinstance(obj, Tensor):
+        return [obj]
+    if isinstance(obj, (list, tuple)):
+        return [t for o in obj for t in _tensors_in(o)]
+    if isinstance(obj, dict):
+        return [t for v in obj.values() for t in _tensors_in(v)]
+    return []
+
+
+def _rebuild(structure, outputs):
+    if isinstance(structure, tuple) and len(structure) == 2 and structure[0] == "__out__":
+        return outputs[structure[1]]
+    if isinstance(structure, (list, tuple)):
+        return type(structure)(_rebuild(o, outputs) for o in structure)
+    if isinstance(structure, dict):
+        return {k: _rebuild(v, outputs) for k, v in structure.items()}
+    return structure
+
+
+def _escaped(alive, wanted):
+    """Why the capture cannot be replayed if the call kept new realized tensors somewhere a replay
+    would not update (only the return value and `.grad` are), else None."""
+    old, known = {id(t) for t in alive}, set()
+    stack = list(wanted)
+    while stack:  # the returned values' autograd records hold their inputs: a replay returns leaves
+        t = stack.pop()
+        if id(t) not in known:
+            known.add(id(t))
+            if t._grad_fn is not None:
+                stack.extend(t._grad_fn.parents)
+    gc.collect()
+    kept = [o for o in _live_tensors() if id(o) not in old and id(o) not in known and o._node.buffer is not None]
+    if not kept:
+        return None
+    shapes = ", ".join(str(t.shape) for t in kept[:3])
+    return (f"it keeps {len(kept)} new tensor(s) outside its return value and .grad (shapes {shapes}), "
+            f"which a replay would not update")
+
+
+def _bind(variant, arg_tensors):
+    """The Buffers of this call's bound values, or None when a guard of `variant` fails."""
+    for ref, training in variant.modules:
+        module = ref()
+        if module is None or module.training != training:
+            return None
+    for ref, _, had_grad in variant.regrads:
+        t = ref()
+        if t is None or (t.grad is not None) != had_grad:
+            return None
+    bound, pending = {}, []
+    for key in variant.program.bound_keys:
+        if key[0] == "arg":
+            t = arg_tensors[key[1]]
+        else:
+            ref, via_grad = variant.bound[key]
+            t = ref()
+            if t is not None and via_grad:
+                t = t.grad
+        if t is None:
+            return None
+        if key[0] == "alive" and (t.shape, t._node.dtype) != variant.specs[key]:
+            return None
+        if t._node.buffer is None:
+            pending.append(t._node)
+        bound[key] = t
+    for ref, _ in variant.rebinds:
+        if ref() is None:
+            return None
+    if pending:
+        scheduler.realize(pending)
+    return {key: t._node.buffer for key, t in bound.items()}
+
+
+def _replay(variant, bound):
+    buffers = variant.program.run(bound)
+    outs = [Tensor(hostio.value_node(b)) for b in buffers[:variant.n_outs]]
+    for ref, k in variant.rebinds:
+        t = ref()
+        if t is not None:
+            t._node = hostio.value_node(buffers[k])
+    for ref, k, _ in variant.regrads:
+        t = ref()
+        if t is not None:
+            t.grad = None if k is None else Tensor(hostio.value_node(buffers[k]))
+    return _rebuild(variant.structure, outs)

@@ -1,0 +1,233 @@
+"""Capture and replay: the kernels one call ran, recorded once, then run again on new values with no graph
+building, autograd, fusion planning or backend choice (the API's `lt.jit` decides when).
+
+While a `Recorder` is active the scheduler reports every kernel it runs (its backend, a copy of its node
+without inputs, the operand Buffers, the result Buffer). Values get numbered slots: a kernel's result, a
+value held by a tensor when the call began ("bound": the caller supplies it at each replay), a host value
+recomputed at each replay ("dynamic": an optimizer's learning rate), or anything else read (a constant,
+kept). A `Program` runs the steps through the scheduler's own executors, so uploads, downloads, pinned
+reads, memory budgets and the transfer log behave as in the eager run; an intermediate is dropped after
+its last reader, as the eager run drops it.
+"""
+import threading
+import weakref
+
+import numpy as np
+
+from . import counters, devices, parallel, rng, scheduler
+from .graph import Node
+from .locking import serialized
+from .residency import Buffer
+
+def template(node):
+    """A copy of `node` for replays: op, attrs, shape, dtype and id, without inputs or value (so the
+    program holds no value of the captured call alive)."""
+    copy = Node.__new__(Node)
+    copy.id, copy.op, copy.inputs, copy.attrs = node.id, node.op, (), node.attrs
+    copy.shape, copy.dtype, copy.buffer, copy.used = node.shape, node.dtype, None, False
+    return copy
+
+
+class GroupTemplate:
+    """A fused group for replays: root template, recipe, label; `inputs` only counts them, and a 0-d
+    operand node among the parameters becomes its template (its value comes from a slot)."""
+
+    __slots__ = ("root", "recipe", "inputs", "params", "label")
+
+    def __init__(self, group):
+        self.root, self.recipe, self.label = template(group.root), group.recipe, group.label
+        self.inputs = [None] * len(group.inputs)
+        self.params = [template(p) if isinstance(p, Node) else p for p in group.params]
+
+
+class Step:
+    """One recorded action: `kind` ("node", "device_group", "host_group", "view"), the backend, what to
+    run (a node or group template, or a view's index), operand slots, result slot, slots to drop after."""
+
+    __slots__ = ("kind", "backend", "what", "ins", "out", "drop", "stream", "launches")
+
+    def __init__(self, kind, backend, what, ins, out):
+        self.kind, self.backend, self.what, self.ins, self.out = kind, backend, what, ins, out
+        self.drop, self.stream = (), None
+        self.launches = backend.last_launches() if kind == "node" and not backend.is_host else None
+
+
+class Recorder:
+    """Collects the steps of one call, made by one thread (other threads' kernels are not its)."""
+
+    def __init__(self):
+        self.thread = threading.get_ident()
+        self.bound, self._bound_refs = {}, []
+        self.steps, self.sources, self.refused = [], [], None
+        self._slots, self._refs, self._dynamic, self.hooks = {}, {}, {}, []
+        self.seed, self.start_stream = rng.DEFAULT.seed, rng.DEFAULT.next_stream
+
+    def bind(self, buffer, key):
+        """A value the caller supplies at each replay under `key` (a tensor's value when the call began;
+        the first key given for a buffer counts). Held weakly: it is forgotten when it dies."""
+        if id(buffer) not in self.bound:
+            self.bound[id(buffer)] = key
+            self._bound_refs.append(weakref.ref(buffer, lambda _, k=id(buffer): self.bound.pop(k, None)))
+
+    # ---- what the engine reports -----------------------------------------------------------------
+    def refuse(self, reason):
+        """The call did something a replay cannot repeat (a host read or write); the first reason stays."""
+        if self.refused is None:
+            self.refused = reason
+
+    def dynamic(self, buffer, fn):
+        """Host value `buffer` (0-d, made during the call) is `fn()` at each replay."""
+        self._dynamic[id(buffer)] = (buffer, fn)
+
+    def on_replay(self, hook):
+        """`hook()` runs at each replay before the kernels (Python-side state such as step counters);
+        it returns a function that undoes it, called if the replay fails."""
+        self.hooks.append(hook)
+
+    def kernel(self, kind, backend, what, operands, result):
+        what = GroupTemplate(what) if kind in ("device_group", "host_group") else template(what)
+        step = Step(kind, backend, what, [self.slot(b) for b in operands], self._result_slot(result))
+        if kind == "node" and "stream" in what.attrs and "seed" in what.attrs:
+            if what.attrs["seed"] != self.seed:
+                self.refuse("the random generator was reseeded inside the compiled function")
+            step.stream = what.attrs["stream"] - self.start_stream
+        self.steps.append(step)
+
+    def view(self, source, index, result):
+        """`result` is a host view `source.host[index]` made without a kernel (optimizers' (p, m, v))."""
+        self.steps.append(Step("view", None, index, [self.slot(source)], self._result_slot(result)))
+
+    # ---- slots -------------------------------------------------------------------------------------
+    def slot(self, buf):
+        """The slot of a value read: known, or new and external (bound, dynamic or a constant)."""
+        slot = self._slots.get(id(buf))
+        if slot is not None:
+            return slot
+        key = self.bound.get(id(buf))
+        if key is not None:
+            source = ("bound", key)
+        elif id(buf) in self._dynamic:
+            source = ("dynamic", self._dynamic[id(buf)][1], buf.dtype)
+        else:
+            source = ("const", buf)
+        return self._new_slot(buf, source)
+
+    def _result_slot(self, buf):
+        return self._new_slot(buf, ("kernel",))
+
+    def _new_slot(self, buf, source):
+        slot = len(self.sources)
+        self.sources.append(source)
+        key = id(buf)
+        self._slots[key] = slot
+        # A dead buffer's id may be reused by a new one: forget it when it dies.
+        self._refs[slot] = weakref.ref(buf, lambda _, key=key, slot=slot: self._forget(key, slot))
+        return slot
+
+    def _forget(self, key, slot):
+        if self._slots.get(key) == slot:
+            del self._slots[key]
+
+    def program(self, outputs, chain):
+        """The Program replaying the steps; `outputs` are the Buffers the caller wants back, in order."""
+        out_slots = [self.slot(b) for b in outputs]
+        return Program(self.steps, self.sources, out_slots, self.hooks,
+                       rng.DEFAULT.next_stream - self.start_stream, chain)
+
+
+class ReplayError(RuntimeError):
+    """A replay could not run as recorded (memory could not be had on the device and no host backend
+    can run a fused group)."""
+
+
+class Program:
+    """Recorded steps over slots. `run(bound)` replays them; `bound` maps each bound key to its Buffer."""
+
+    def __init__(self, steps, sources, outputs, hooks, streams, chain):
+        self.steps, self.outputs, self.hooks, self.streams, self.chain = steps, outputs, hooks, streams, chain
+        self.n_slots = len(sources)
+        self.consts = [(s, src[1]) for s, src in enumerate(sources) if src[0] == "const"]
+        self.bound = [(s, src[1]) for s, src in enumerate(sources) if src[0] == "bound"]
+        self.dynamic = [(s, src[1], src[2]) for s, src in enumerate(sources) if src[0] == "dynamic"]
+        self.bound_keys = sorted({key for _, key in self.bound}, key=repr)
+        keep = set(outputs)
+        last = {}
+        for k, step in enumerate(steps):
+            for s in step.ins:
+                last[s] = k
+        drops = {}
+        for s, k in last.items():
+            if s not in keep:
+                drops.setdefault(k, []).append(s)
+        for k, step in enumerate(steps):
+            step.drop = tuple(drops.get(k, ()))
+            if step.out not in keep and step.out not in last:
+                step.drop += (step.out,)  # a result nobody reads (kept by the eager run only as long)
+        self.sizes = [step.what.root if step.kind in ("device_group", "host_group") else step.what
+                      for step in steps if step.kind != "view"]
+
+    def __len__(self):
+        return sum(step.kind != "view" for step in self.steps)
+
+    @serialized
+    def run(self, bound):
+        """Replay: Python hooks, fresh random streams, then every step. Returns the output Buffers."""
+        undo = [hook() for hook in self.hooks]
+        stream0 = rng.DEFAULT.next_stream
+        rng.DEFAULT.next_stream += self.streams
+        try:
+            slots = [None] * self.n_slots
+            for s, buf in self.consts:
+                slots[s] = buf
+            for s, key in self.bound:
+                slots[s] = bound[key]
+            for s, fn, dtype in self.dynamic:
+                slots[s] = _host_value(np.asarray(fn(), dtype=dtype))
+            with parallel.kernels_session(self.sizes):
+                for step in self.steps:
+                    slots[step.out] = _execute(step, [slots[s] for s in step.ins], stream0, self.chain)
+                    for s in step.drop:
+                        slots[s] = None
+        except BaseException:
+            rng.DEFAULT.next_stream = stream0
+            for fn in reversed(undo):
+                if fn is not None:
+                    fn()
+            raise
+        counters.COUNTERS.realizations += 1
+        counters.COUNTERS.kernels += len(self)
+        return [slots[s] for s in self.outputs]
+
+
+def _host_value(array):
+    return Buffer(-1, "data", array.shape, array.dtype).set_host_result(array, True)
+
+
+def _execute(step, operands, stream0, chain):
+    kind, backend, what = step.kind, step.backend, step.what
+    if kind == "view":
+        src = operands[0]
+        view = src.host[what]
+        return Buffer(src.node_id, "data", view.shape, view.dtype).set_host_result(view, False)
+    if kind == "node":
+        if step.stream is not None:
+            what = template(what)
+            what.attrs = {**what.attrs, "seed": rng.DEFAULT.seed, "stream": stream0 + step.stream}
+        if step.launches is not None:
+            backend.reuse_launches(what, step.launches)
+        elif not backend.is_host and not backend.accepts(what, operands):  # plans from these values
+            return scheduler.run_down_chain(what, operands, chain[1:])
+        buf = scheduler.run_node(what, operands, backend)
+        return buf if buf is not None else scheduler.run_down_chain(what, operands, chain[1:])
+    if kind == "host_group":
+        buf = scheduler.fused_on_host(what, operands, backend)
+    else:
+        buf = scheduler.group_on_device(what, operands, backend)
+    if buf is None:  # memory could not be had on the device, or a GPU fuser declined this time
+        for fuser in devices.host_fusers(chain[0], chain):
+            buf = scheduler.fused_on_host(what, operands, fuser)
+            if buf is not None:
+                return buf
+        raise ReplayError(f"a compiled step could not run {what.label} where it ran when captured, and no "
+                          f"host backend runs fused kernels; call the function without lt.jit")
+    return buf

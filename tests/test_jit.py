@@ -1,0 +1,326 @@
+"""lt.jit: a captured training step replays byte-identically to the eager step (dropout, clipping, AdamW
+with a schedule), moves what the eager step moves, retraces when a guard changes, and refuses what it
+cannot replay (on the suite pass's device, and on the virtual device and the emulated CUDA driver)."""
+import warnings
+
+import numpy as np
+import pytest
+
+import lazytensor as lt
+import lazytensor.nn.functional as F
+from lazytensor import nn
+
+V, T, B, C = 17, 8, 4, 16
+
+
+class TinyAttention(nn.Module):
+    """Attention written by hand, as PyTorch users write it: tril mask, masked_fill, softmax, dropout."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(V, C)
+        self.qkv = nn.Linear(C, 3 * C)
+        self.ln = nn.LayerNorm(C)
+        self.head = nn.Linear(C, V, bias=False)
+        self.drop = nn.Dropout(0.2)
+        self.register_buffer("mask", lt.tril(lt.ones(T, T)).reshape(1, T, T))
+
+    def forward(self, idx):
+        x = self.emb(idx)
+        q, k, v = self.qkv(self.ln(x)).split(C, dim=2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / C ** 0.5)
+        att = att.masked_fill(self.mask[:, :idx.shape[1], :idx.shape[1]] == 0, float("-inf"))
+        att = self.drop(F.softmax(att, dim=-1))
+        return self.head(x + att @ v)
+
+
+def _setup(seed=0):
+    lt.manual_seed(seed)
+    model = TinyAttention()
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    other = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = lt.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}],
+                         lr=3e-3)
+    sched = lt.optim.lr_scheduler.CosineAnnealingLR(opt, 20)
+
+    def step(x, y):
+        opt.zero_grad()
+        logits = model(x)
+        loss = F.cross_entropy(logits.view(-1, V), y.view(-1))
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+        opt.step()
+        return loss
+    return model, opt, sched, step
+
+
+def _batches(n, seed=1, batch=B, block=T):
+    rs = np.random.default_rng(seed)
+    return [(rs.integers(0, V, (batch, block)), rs.integers(0, V, (batch, block))) for _ in range(n)]
+
+
+def _train(compiled, steps=8, batches=None, read_every=1):
+    model, opt, sched, step = _setup()
+    fn = lt.jit(step) if compiled else step
+    losses = []
+    for i, (x, y) in enumerate(batches or _batches(steps)):
+        loss = fn(lt.tensor(x), lt.tensor(y))
+        sched.step()
+        if i % read_every == 0:
+            losses.append(loss.item())
+    state = opt.state_dict()["state"]
+    return {"losses": losses, "params": [p.numpy().copy() for p in model.parameters()],
+            "moments": [state[i][k].numpy().copy() for i in state for k in ("exp_avg", "exp_avg_sq")],
+            "steps": [state[i]["step"] for i in state], "rng": lt.get_rng_state(),
+            "grads": [p.grad.numpy().copy() for p in model.parameters()], "fn": fn}
+
+
+@pytest.fixture(params=["suite device", "virtual device", "emulated CUDA"])
+def where(request, virtual, cuda_device):
+    if request.param == "virtual device":
+        virtual()
+    elif request.param == "emulated CUDA":
+        cuda_device(offload="always")
+    return request.param
+
+
+def _same(eager, compiled):
+    assert compiled["losses"] == eager["losses"]
+    for key in ("params", "moments", "grads"):
+        assert all(np.array_equal(a, b) for a, b in zip(eager[key], compiled[key])), key
+    assert compiled["steps"] == eager["steps"] and compiled["rng"] == eager["rng"]
+
+
+def test_replayed_steps_equal_eager_steps_bit_for_bit_with_dropout_and_a_schedule(where):
+    eager, compiled = _train(False), _train(True)
+    assert compiled["fn"].stats()["replayed"] == 6  # one warm-up call, one capture, then replays
+    _same(eager, compiled)
+
+
+def test_a_replay_builds_no_graph_only_the_values_it_hands_back():
+    model, opt, sched, step = _setup()
+    fn = lt.jit(step)
+    data = _batches(4)
+    for x, y in data[:2]:
+        fn(lt.tensor(x), lt.tensor(y))
+    x, y = lt.tensor(data[2][0]), lt.tensor(data[2][1])
+    first = lt.tensor(0.0)._node.id
+    lt.reset_counters()
+    loss = fn(x, y)
+    created = lt.tensor(0.0)._node.id - first - 1
+    params = list(model.parameters())
+    # one leaf each: the loss, the new parameters, their two moments, their gradients
+    assert created == 1 + 3 * len(params) + len(params)
+    assert lt.counters()["realizations"] == 1 and loss.grad_fn is None
+    assert fn.stats()["replayed"] == 1
+
+
+def test_a_replayed_step_makes_the_copies_the_eager_step_makes(virtual):
+    logs = {}
+    for compiled in (False, True):
+        virtual()
+        model, opt, sched, step = _setup()
+        fn = lt.jit(step) if compiled else step
+        for i, (x, y) in enumerate(_batches(4)):
+            x, y = lt.tensor(x).to("virtual"), lt.tensor(y).to("virtual")
+            lt.clear_transfer_log()
+            loss = fn(x, y)
+            loss.item()
+            if i == 3:
+                logs[compiled] = [(r.direction, r.nbytes, r.reason) for r in lt.transfer_log()]
+    assert fn.stats()["replayed"] == 2
+    assert logs[True] == logs[False] and ("d2h", 4, "host-read:item") in logs[True]
+
+
+def test_a_new_input_shape_is_captured_anew_and_each_shape_replays_its_own():
+    model, opt, sched, step = _setup()
+    fn = lt.jit(step)
+    short = _batches(4, seed=2, block=5)
+    for (x, y), (xs, ys) in zip(_batches(4), short):
+        fn(lt.tensor(x), lt.tensor(y))
+        fn(lt.tensor(xs), lt.tensor(ys))
+    assert fn.stats() == {"eager": 2, "captured": 2, "replayed": 4, "refused": 0, "cached": 2}
+    model2, opt2, sched2, step2 = _setup()
+    for (x, y), (xs, ys) in zip(_batches(4), short):
+        step2(lt.tensor(x), lt.tensor(y))
+        step2(lt.tensor(xs), lt.tensor(ys))
+    assert all(np.array_equal(a.numpy(), b.numpy()) for a, b in zip(model.parameters(), model2.parameters()))
+
+
+def test_switching_a_module_to_eval_mode_never_replays_the_training_capture():
+    model, opt, sched, step = _setup()
+    fn = lt.jit(step)
+    data = _batches(3)
+    for x, y in data:
+        fn(lt.tensor(x), lt.tensor(y))
+    model.eval()  # dropout off: the captured training step (dropout on) must not run
+    x, y = lt.tensor(data[0][0]), lt.tensor(data[0][1])
+    model2, opt2, sched2, step2 = _setup()
+    for xx, yy in data:
+        step2(lt.tensor(xx), lt.tensor(yy))
+    model2.eval()
+    assert fn(x, y).item() == step2(x, y).item()
+    assert fn.stats()["replayed"] == 1 and fn.stats()["captured"] == 2
+
+
+def test_a_python_argument_is_part_of_the_guard():
+    w = lt.randn(64, requires_grad=False)
+
+    @lt.jit
+    def scaled(x, factor):
+        return (x * factor + w).sum()
+    x = lt.ones(64)
+    results = [scaled(x, f).item() for f in (2.0, 2.0, 2.0, 3.0, 3.0, 3.0)]
+    assert results == [(x * f + w).sum().item() for f in (2.0, 2.0, 2.0, 3.0, 3.0, 3.0)]
+    assert scaled.stats()["replayed"] == 2
+
+
+def test_a_host_read_inside_the_function_warns_once_and_runs_eagerly():
+    model, opt, sched, step = _setup()
+    seen = []
+
+    @lt.jit
+    def logged(x, y):
+        loss = step(x, y)
+        seen.append(loss.item())  # steers nothing, but a replay could not repeat it
+        return loss
+    data = _batches(4)
+    with pytest.warns(lt.JitWarning, match=r"host read \(host-read:item\)"):
+        for x, y in data[:2]:
+            logged(lt.tensor(x), lt.tensor(y))
+            sched.step()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for x, y in data[2:]:
+            logged(lt.tensor(x), lt.tensor(y))
+            sched.step()
+    assert len(seen) == 4 and logged.stats()["refused"] == 1 and logged.stats()["replayed"] == 0
+    assert seen == _train(False, batches=data)["losses"]
+
+
+def test_keeping_a_new_tensor_outside_the_return_value_refuses_the_capture():
+    model, opt, sched, step = _setup()
+    kept = {}
+
+    @lt.jit
+    def leaky(x, y):
+        kept["logits"] = model(x).realize()
+        return step(x, y)
+    with pytest.warns(lt.JitWarning, match=r"keeps \d+ new tensor\(s\) outside its return value"):
+        for x, y in _batches(3):
+            leaky(lt.tensor(x), lt.tensor(y))
+    assert leaky.stats()["replayed"] == 0
+
+
+def test_an_exception_while_capturing_leaves_the_engine_usable():
+    model, opt, sched, step = _setup()
+    calls = []
+
+    @lt.jit
+    def flaky(x, y):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("boom")
+        return step(x, y)
+    data = _batches(6)
+    flaky(lt.tensor(data[0][0]), lt.tensor(data[0][1]))
+    sched.step()
+    with pytest.raises(RuntimeError, match="boom"):
+        flaky(lt.tensor(data[1][0]), lt.tensor(data[1][1]))
+    losses = []
+    for x, y in data[1:]:
+        losses.append(flaky(lt.tensor(x), lt.tensor(y)).item())
+        sched.step()
+    assert flaky.stats()["replayed"] >= 3
+    eager = _train(False, batches=data)
+    assert [eager["losses"][0]] + losses == eager["losses"]
+
+
+def test_a_failing_replay_changes_no_state():
+    model, opt, sched, step = _setup()
+    fn = lt.jit(step)
+    for x, y in _batches(3):
+        fn(lt.tensor(x), lt.tensor(y))
+    before = ([p.numpy().copy() for p in model.parameters()], lt.get_rng_state(),
+              [s["step"] for s in opt.state_dict()["state"].values()])
+    bad = np.full((B, T), V + 5)  # out of range for the embedding: its kernel raises
+    with pytest.raises(IndexError):
+        fn(lt.tensor(bad), lt.tensor(bad))
+    after = ([p.numpy().copy() for p in model.parameters()], lt.get_rng_state(),
+             [s["step"] for s in opt.state_dict()["state"].values()])
+    assert all(np.array_equal(a, b) for a, b in zip(before[0], after[0])) and before[1:] == after[1:]
+
+
+def test_replacing_the_optimizer_state_is_seen_and_recaptured():
+    data = _batches(6)
+    results = {}
+    for compiled in (False, True):
+        model, opt, sched, step = _setup()
+        fn = lt.jit(step) if compiled else step
+        for x, y in data[:3]:
+            fn(lt.tensor(x), lt.tensor(y))
+        opt.load_state_dict(opt.state_dict())  # new state tensors: the capture's are gone
+        results[compiled] = [fn(lt.tensor(x), lt.tensor(y)).item() for x, y in data[3:]]
+    assert results[True] == results[False]
+
+
+def test_sgd_with_momentum_and_a_schedule_replays_as_it_runs_eagerly():
+    def run(compiled):
+        lt.manual_seed(5)
+        model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 3))
+        opt = lt.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3)
+        sched = lt.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        fn = lt.jit(step) if compiled else step
+        rs = np.random.default_rng(0)
+        out = []
+        for _ in range(7):
+            out.append(fn(lt.tensor(rs.standard_normal((16, 8)).astype(np.float32)),
+                          lt.tensor(rs.integers(0, 3, 16))).item())
+            sched.step()
+        return out, [p.numpy() for p in model.parameters()]
+    (a, pa), (b, pb) = run(False), run(True)
+    assert a == b and all(np.array_equal(x, y) for x, y in zip(pa, pb))
+
+
+def test_numpy_arguments_are_refused_with_a_hint():
+    fn = lt.jit(lambda x: x * 2)
+    with pytest.raises(TypeError, match=r"lt.tensor\(array\)"):
+        fn(np.ones(3))
+
+
+def test_the_cache_of_captures_is_bounded():
+    fn = lt.jit(lambda x: (x * 2).sum())
+    for n in range(lt.compiled.MAX_CACHED + 3):
+        for _ in range(3):
+            assert fn(lt.ones(n + 1)).item() == 2 * (n + 1)
+    assert fn.stats()["cached"] == lt.compiled.MAX_CACHED
+
+
+def test_a_compiled_micro_step_accumulates_into_the_current_grads():
+    def run(compiled):
+        model, opt, sched, _ = _setup()
+
+        def micro(x, y):  # no zero_grad: backward adds to the .grad of the previous micro-batch
+            loss = F.cross_entropy(model(x).view(-1, V), y.view(-1)) / 2
+            loss.backward()
+            if not compiled:  # a compiled call computes what it hands back at its end: so does this one
+                lt.realize(loss, *(p.grad for p in model.parameters()))
+            return loss
+        fn = lt.jit(micro) if compiled else micro
+        data = _batches(8)
+        for i in range(0, 8, 2):
+            opt.zero_grad()
+            for x, y in data[i:i + 2]:
+                fn(lt.tensor(x), lt.tensor(y))
+            opt.step()
+        return [p.numpy().copy() for p in model.parameters()], fn
+    (eager, _), (compiled, fn) = run(False), run(True)
+    assert fn.stats()["replayed"] >= 4
+    assert all(np.array_equal(a, b) for a, b in zip(eager, compiled))
