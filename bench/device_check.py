@@ -161,19 +161,20 @@ def _train(lines, lt, device, config, rounds, steps):
     batches = [tuple(t.numpy() for t in data.batch("train", sizes["batch_size"], sizes["block_size"]))
                for _ in range(steps)]
     result = {}
-    for where in ("cuda", "cpu"):
+    for where, compiled in (("cuda", False), ("cuda", True), ("cpu", False)):
         lt.set_device(where)
         lt.manual_seed(0)
         model, opt, _ = build(TrainConfig(config=config, steps=1000), data)
         params = list(model.parameters())
+        step = lt.jit(train_step) if compiled else train_step  # warm-up below: eager, capture, replays
 
         def ours():
             for x, y in batches:
-                train_step(model, opt, params, lt.tensor(x).to(where), lt.tensor(y).to(where), 1.0).item()
+                step(model, opt, params, lt.tensor(x).to(where), lt.tensor(y).to(where), 1.0).item()
         sync = device.synchronize if where == "cuda" else (lambda: None)
         n = rounds if where == "cuda" else 1
-        result[f"lazytensor {where}"] = _median(ours, sync, n) / steps
-        if where == "cuda":
+        result[f"lazytensor {where}{' compiled' if compiled else ''}"] = _median(ours, sync, n) / steps
+        if where == "cuda" and not compiled:
             lt.clear_transfer_log()
             x, y = batches[0]
             train_step(model, opt, params, lt.tensor(x).to("cuda"), lt.tensor(y).to("cuda"), 1.0).item()
@@ -202,6 +203,7 @@ def _train(lines, lt, device, config, rounds, steps):
     ratios = []
     if "pytorch cuda" in result:
         ratios.append(f"ours/PyTorch {result['lazytensor cuda'] / result['pytorch cuda']:.2f}x")
+        ratios.append(f"compiled/PyTorch {result['lazytensor cuda compiled'] / result['pytorch cuda']:.2f}x")
     ratios.append(f"CPU/CUDA {result['lazytensor cpu'] / result['lazytensor cuda']:.1f}x")
     lines.append(f"- `{config}` step: {row}; {', '.join(ratios)}; per step after warm-up: "
                  f"{moved['h2d'][0]} uploads ({moved['h2d'][1]} B), {moved['d2h'][0]} downloads ({moved['d2h'][1]} B)")

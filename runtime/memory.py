@@ -55,7 +55,7 @@ class DeviceMemory:
         self.backend = backend
         self._cache = collections.defaultdict(list)
         self.cached_bytes = 0
-        self._lru = collections.OrderedDict()   # id(buffer) -> (weakref, finalizer, size)
+        self._lru = collections.OrderedDict()   # id(buffer) -> (weakref freeing the block on death, size)
         self._pinned = collections.Counter()
         self.resident_bytes = 0
         self.peak_bytes = 0
@@ -173,16 +173,18 @@ class DeviceMemory:
 
     # ---- resident buffers ----------------------------------------------------------------------------
     def register(self, buf):
-        """Track `buf`'s device copy: LRU position, and a finalizer that frees it when `buf` dies."""
+        """Track `buf`'s device copy: LRU position, and a weak reference whose callback frees the block
+        when `buf` dies (dropping the entry, as `forget` does, drops the callback with it)."""
         key = id(buf)
         size = bucket(buf.nbytes)
-        fin = weakref.finalize(buf, self._on_buffer_death, key, buf.device, size)
-        fin.atexit = False
-        self._lru[key] = (weakref.ref(buf), fin, size)
+        block = buf.device
+        self._lru[key] = (weakref.ref(buf, lambda ref: self._on_buffer_death(key, ref, block, size)), size)
 
-    def _on_buffer_death(self, key, block, size):
+    def _on_buffer_death(self, key, ref, block, size):
         with ENGINE_LOCK:  # the last reference may drop in any thread, mid-realization in another
-            if self._lru.pop(key, None) is not None:
+            entry = self._lru.get(key)
+            if entry is not None and entry[0] is ref:
+                del self._lru[key]
                 self._release_block(block, size)
 
     def touch(self, buf):
@@ -193,19 +195,12 @@ class DeviceMemory:
     def forget(self, buf):
         """Drop `buf`'s device copy (BOTH -> HOST) and free its block, e.g. before a host write."""
         entry = self._lru.pop(id(buf))
-        entry[1].detach()
         block, _ = buf.drop_device_copy()
-        self._release_block(block, entry[2])
+        self._release_block(block, entry[1])
 
-    @contextlib.contextmanager
     def pinning(self, buffers):
-        """Keep `buffers` from being evicted inside the block (the operands of the kernel being run)."""
-        keys = [id(b) for b in buffers]
-        self._pinned.update(keys)
-        try:
-            yield
-        finally:
-            self._pinned.subtract(keys)
+        """Keep `buffers` from being evicted inside a `with` block (the operands of the kernel being run)."""
+        return _Pinning(self._pinned, [id(b) for b in buffers])
 
     def _evict_one(self):
         """Evict the least recently used unpinned buffer (download first if only the device has it)."""
@@ -240,6 +235,28 @@ class DeviceMemory:
                 "evictions": self.evictions, "evicted_bytes": self.evicted_bytes,
                 "memory_fallbacks": self.memory_fallbacks, "device_free": free, "device_total": total,
                 "status_reads": self.backend.status_reads}
+
+
+class _Pinning:
+    """The context of DeviceMemory.pinning (a class: a generator-based one cost more than the kernel
+    bookkeeping it guards)."""
+
+    __slots__ = ("counts", "keys")
+
+    def __init__(self, counts, keys):
+        self.counts, self.keys = counts, keys
+
+    def __enter__(self):
+        counts = self.counts
+        for key in self.keys:
+            counts[key] += 1
+
+    def __exit__(self, *exc):
+        counts = self.counts
+        for key in self.keys:
+            counts[key] -= 1
+            if not counts[key]:
+                del counts[key]
 
 
 class PinnedPool:
