@@ -200,6 +200,10 @@ _RECORDS = (
     _reduce("amin", "smallest value over axes (NaN propagates)"),
     _reduce("argmax", "first position of the largest value", grad="none", dtype="index", numba=False),
     _reduce("argmin", "first position of the smallest value", grad="none", dtype="index", numba=False),
+    # ---- scans and orderings along one axis ----------------------------------------------------------
+    Op("cumsum", "scan", "attr", "exact", "rule", "running sum along an axis (float64 left fold)", policy="reduce"),
+    Op("argsort", "scan", "index", "exact", "none", "positions that sort along an axis (stable; NaN largest)",
+       policy="reduce"),
     # ---- softmax and layer norm: one row kernel each -------------------------------------------------------------
     Op("softmax", "softmax", "same", "units", "rule", "softmax along one axis", policy="transcendental",
        kernels=frozenset({"numba", "device"})),

@@ -18,6 +18,7 @@ from .shape_ops import (broadcast_to, cat, chunk, expand, flatten, flip, permute
                         squeeze, stack, tile, transpose, unbind, unsqueeze)
 from .indexing import gather, index_select, masked_fill, narrow, take_along_axis, tril, triu
 from .activations import log_softmax, softmax
+from .sorting import argsort, cumsum, multinomial, sort, topk
 from .graph_view import graph
 from . import methods  # noqa: F401  (binds the functions above onto Tensor; loads the gradient rules)
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled

@@ -88,8 +88,10 @@ def _topo(root):
     return order
 
 
-def backward(tensor, gradient=None, create_graph=False):
-    """Accumulate d(tensor)/d(leaf) into every leaf's .grad, as lazy tensors."""
+def backward(tensor, gradient=None, retain_graph=None, create_graph=False):
+    """Accumulate d(tensor)/d(leaf) into every leaf's .grad, as lazy tensors. As in PyTorch, the graph's
+    saved values are released afterwards unless `retain_graph` (default: `create_graph`), and a second
+    backward through released records raises."""
     if not tensor.requires_grad:
         raise RuntimeError("backward(): this tensor does not require grad and has no grad_fn; set "
                            "requires_grad=True on the inputs you want gradients for")
@@ -100,6 +102,7 @@ def backward(tensor, gradient=None, create_graph=False):
         gradient = ones_like(tensor)
     elif not isinstance(gradient, Tensor) or gradient.shape != tensor.shape:
         raise ValueError(f"backward(): gradient must be a tensor of shape {tensor.shape}")
+    retain = create_graph if retain_graph is None else retain_graph
     with set_grad_enabled(create_graph):
         grads = {id(tensor): gradient}
         for t in reversed(_topo(tensor)):
@@ -112,10 +115,16 @@ def backward(tensor, gradient=None, create_graph=False):
             if fn is None:
                 t.grad = g if t.grad is None else t.grad + g
                 continue
+            if fn.saved is None:
+                raise RuntimeError("backward(): trying to backward through the graph a second time (its saved "
+                                   "values were released by the first backward); pass retain_graph=True to "
+                                   "the first backward() if you need to")
             if create_graph:  # differentiate through the gradient: use the tensors with their history
                 inputs, out = list(fn.parents), t
             else:
                 inputs, out = [Tensor(node) for node in fn.saved], Tensor(fn.out)
+            if not retain:
+                fn.saved = None
             for parent, pg in zip(fn.parents, VJP[fn.op](inputs, out, fn.attrs, g)):
                 if pg is None or not parent.requires_grad:
                     continue
@@ -358,6 +367,8 @@ VJP = {
     "take": _scatter("scatter_take"),
     "take_along": _scatter("scatter_take_along"),
     "index": _scatter("scatter_index"),
+    # a running sum's gradient: the running sum of the gradient from the other end
+    "cumsum": lambda inputs, out, attrs, g: (g.flip(attrs["axis"]).cumsum(attrs["axis"]).flip(attrs["axis"]),),
 }
 
 

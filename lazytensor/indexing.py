@@ -17,14 +17,15 @@ def _check_index_tensor(op, index):
         raise TypeError(f"{op}: index tensors must be integer tensors, got {index.dtype}")
 
 
-def _check_known_bounds(op, index, size, axis):
-    """Check an index tensor whose value is already on the host, so errors appear at the user's line."""
+def _check_known_bounds(op, index, size, axis, negative=True):
+    """Check an index tensor whose value is already on the host, so errors appear at the user's line.
+    `negative`: whether -size..-1 count from the end (NumPy), or are out of range (embeddings)."""
     arr = hostio.peek_host(index._node)
     if arr is None or arr.size == 0:
         return
     lo, hi = int(arr.min()), int(arr.max())
     for value in (lo, hi):
-        if not -size <= value < size:
+        if not (-size if negative else 0) <= value < size:
             raise IndexError(f"{op}: index {value} is out of range for dimension {axis} with size {size}")
 
 
@@ -153,6 +154,14 @@ def narrow(x, dim, start, length):
     key = [slice(None)] * x.ndim
     key[d] = slice(start, start + length)
     return getitem(x, tuple(key))
+
+
+def embedding_rows(weight, index):
+    """Rows of `weight` at `index`, PyTorch's embedding: a negative index is an error, not a count from
+    the end (checked here when the indices' values are on the host, as a batch made from data is)."""
+    index = _as_index("embedding", index)
+    _check_known_bounds("embedding", index, weight.shape[0], 0, negative=False)
+    return index_select(weight, 0, index)
 
 
 def index_select(x, dim, index):

@@ -3,7 +3,7 @@ build nodes from it, and this module (imported last by the package) joins the tw
 import numpy as np
 
 from . import dtypes
-from . import activations, autograd, elementwise, indexing, linalg, reductions, shape_ops
+from . import activations, autograd, elementwise, indexing, linalg, reductions, shape_ops, sorting
 from .elementwise import BINARY_FUNCTIONS, UNARY_FUNCTIONS, binary, unary
 from .runtime import devices as _devices, hostio
 from .tensor import Tensor
@@ -57,9 +57,9 @@ def _setitem(self, key, value):
     indexing.setitem(self, key, value)
 
 
-def _backward(self, gradient=None, create_graph=False):
+def _backward(self, gradient=None, retain_graph=None, create_graph=False):
     """Build lazy gradients of this tensor into every leaf's .grad (computes and downloads nothing)."""
-    autograd.backward(self, gradient, create_graph)
+    autograd.backward(self, gradient, retain_graph, create_graph)
 
 
 Tensor.__setitem__ = _setitem
@@ -102,6 +102,11 @@ Tensor.isfinite = elementwise.isfinite
 Tensor.nan_to_num = elementwise.nan_to_num
 Tensor.lerp = elementwise.lerp
 Tensor.logsumexp = reductions.logsumexp
+Tensor.cumsum = sorting.cumsum
+Tensor.argsort = sorting.argsort
+Tensor.sort = sorting.sort
+Tensor.topk = sorting.topk
+Tensor.multinomial = sorting.multinomial
 Tensor.T = property(lambda self: shape_ops.transpose(self))
 Tensor.mT = property(shape_ops.matrix_transpose)
 

@@ -6,6 +6,7 @@ from .. import dtypes
 from ..activations import log_softmax, softmax  # noqa: F401  (re-exported)
 from ..creation import arange, ones
 from ..elementwise import where
+from ..indexing import embedding_rows
 from ..random import bernoulli_mask
 from ..tensor import Tensor
 from .losses import binary_cross_entropy, binary_cross_entropy_with_logits, mse_loss, nll_loss  # noqa: F401
@@ -19,8 +20,9 @@ def linear(x, weight, bias=None):
 
 
 def embedding(idx, weight):
-    """Rows of `weight` at the integer tensor `idx`: shape idx.shape + (embedding_dim,)."""
-    return weight.index_select(0, idx)
+    """Rows of `weight` at the integer tensor `idx`: shape idx.shape + (embedding_dim,). An index outside
+    [0, num_embeddings) raises IndexError, as in PyTorch (when its value is on the host)."""
+    return embedding_rows(weight, idx)
 
 
 def gelu(x, approximate="none"):
