@@ -13,9 +13,9 @@ from .elementwise import (BINARY_FUNCTIONS as _BIN, UNARY_FUNCTIONS as _UN, cast
                           logical_not, nan_to_num, where)
 from .reductions import (all, amax, amin, any, argmax, argmin, logsumexp, max, mean, min, prod, std,  # noqa: A004
                          sum, var)
-from .linalg import bmm, matmul, outer
-from .shape_ops import (broadcast_to, cat, chunk, expand, flatten, flip, permute, repeat, reshape, roll, split,
-                        squeeze, stack, tile, transpose, unbind, unsqueeze)
+from .linalg import addmm, baddbmm, bmm, diag, matmul, norm, outer
+from .shape_ops import (broadcast_to, cat, chunk, expand, flatten, flip, meshgrid, permute, repeat, reshape, roll,
+                        split, squeeze, stack, tile, transpose, unbind, unsqueeze)
 from .indexing import gather, index_select, masked_fill, narrow, take_along_axis, tril, triu
 from .activations import log_softmax, softmax
 from .sorting import argsort, cumsum, multinomial, sort, topk
@@ -26,6 +26,7 @@ from .random import (get_rng_state, initial_seed, manual_seed, normal, rand, ran
                      randn_like, set_rng_state, uniform)
 from .evaluation import counters, plan, realize, reset_counters
 from .compiled import JitWarning, jit
+from .serialization import load, save
 from .device_api import (clear_transfer_log, devices, get_device, get_num_threads, kernel_cache_dir, memory_budget,
                          profile, register_device, residency_stats, set_device, set_memory_budget,
                          set_num_threads, set_transfer_log_capacity, transfer_log, transfer_log_capacity,

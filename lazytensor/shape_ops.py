@@ -242,3 +242,23 @@ def unbind(x, dim=0):
     """The slices of `x` along `dim`, each without that dim."""
     d = normalize_axis("unbind", dim, x.ndim)
     return tuple(narrow(x, d, i, 1).squeeze(d) for i in range(x.shape[d]))
+
+
+def meshgrid(*tensors, indexing="ij"):
+    """Coordinate grids from 1-D tensors: "ij" (PyTorch's default) or "xy" (NumPy's: the first two swap)."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"):
+        raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    if any(t.ndim != 1 for t in tensors):
+        raise ValueError(f"meshgrid: expected 1-D tensors, got shapes {[t.shape for t in tensors]}")
+    sizes = [t.shape[0] for t in tensors]
+    if indexing == "xy" and len(tensors) >= 2:
+        sizes[0], sizes[1] = sizes[1], sizes[0]
+    grids = []
+    for i, t in enumerate(tensors):
+        axis = {0: 1, 1: 0}.get(i, i) if indexing == "xy" and len(tensors) >= 2 else i
+        shape = [1] * len(tensors)
+        shape[axis] = t.shape[0]
+        grids.append(t.reshape(*shape).expand(*sizes))
+    return tuple(grids)

@@ -4,10 +4,11 @@ import math
 
 from .. import dtypes
 from ..activations import log_softmax, softmax  # noqa: F401  (re-exported)
-from ..creation import arange, ones
+from ..creation import arange, full, ones
 from ..elementwise import where
 from ..indexing import embedding_rows
 from ..random import bernoulli_mask
+from ..shape_ops import cat
 from ..tensor import Tensor
 from .losses import binary_cross_entropy, binary_cross_entropy_with_logits, mse_loss, nll_loss  # noqa: F401
 
@@ -169,3 +170,33 @@ def normalize(x, p=2.0, dim=1, eps=1e-12):
 __all__ = ["linear", "embedding", "gelu", "layer_norm", "dropout", "cross_entropy", "softmax", "log_softmax",
            "scaled_dot_product_attention", "relu", "sigmoid", "tanh", "silu", "softplus", "one_hot", "normalize",
            "mse_loss", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "Tensor"]
+
+
+def pad(x, pad, mode="constant", value=0.0):  # noqa: A002  (PyTorch's names)
+    """PyTorch's F.pad, constant mode: `pad` gives (before, after) pairs from the last dim backwards;
+    a negative amount removes entries instead."""
+    if mode != "constant":
+        raise NotImplementedError(f"pad: only mode='constant' is supported, got {mode!r}")
+    if len(pad) % 2 or len(pad) // 2 > x.ndim:
+        raise ValueError(f"pad: expected (before, after) pairs for at most {x.ndim} dims, got {tuple(pad)}")
+    out = x
+    for i in range(len(pad) // 2):
+        d = x.ndim - 1 - i
+        before, after = int(pad[2 * i]), int(pad[2 * i + 1])
+        if before < 0 or after < 0:
+            n = out.shape[d]
+            start, stop = max(0, -before), n - max(0, -after)
+            if stop < start:
+                raise ValueError(f"pad: removing {-before} and {-after} entries leaves nothing of dim {d} (size {n})")
+            out = out.narrow(d, start, stop - start)
+            before, after = max(0, before), max(0, after)
+        pieces = []
+        for amount in (before, None, after):
+            if amount is None:
+                pieces.append(out)
+            elif amount:
+                shape = list(out.shape)
+                shape[d] = amount
+                pieces.append(full(tuple(shape), value, dtype=out.dtype))
+        out = cat(pieces, dim=d) if len(pieces) > 1 else out
+    return out

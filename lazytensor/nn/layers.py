@@ -160,6 +160,49 @@ class Sequential(Module):
         return len(self._modules)
 
 
+class ModuleDict(Module):
+    """Submodules by name, in insertion order (registered, so their parameters are the module's)."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def update(self, modules):
+        items = modules.items() if isinstance(modules, dict) else modules
+        for name, module in items:
+            self[name] = module
+
+    def __getitem__(self, name):
+        return self._modules[name]
+
+    def __setitem__(self, name, module):
+        if not isinstance(name, str):
+            raise TypeError(f"ModuleDict: keys must be strings, got {type(name).__name__}")
+        setattr(self, name, module)
+
+    def __delitem__(self, name):
+        del self._modules[name]
+
+    def __contains__(self, name):
+        return name in self._modules
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def __len__(self):
+        return len(self._modules)
+
+    def keys(self):
+        return self._modules.keys()
+
+    def values(self):
+        return self._modules.values()
+
+    def items(self):
+        return self._modules.items()
+
+
 class ModuleList(Module):
     def __init__(self, modules=()):
         super().__init__()

@@ -1,0 +1,125 @@
+"""More of PyTorch's surface: addmm/baddbmm, norms, diag, meshgrid, F.pad, nn.ModuleDict, lt.save/lt.load
+(values and gradients against PyTorch where it is installed; loading never unpickles)."""
+import os
+
+import numpy as np
+import pytest
+
+import lazytensor as lt
+import lazytensor.nn.functional as F
+
+X = np.random.default_rng(5).standard_normal((3, 4))
+
+
+@pytest.fixture
+def torch():
+    return pytest.importorskip("torch")
+
+
+def _value_and_grad(fn_lt, fn_torch, torch, *arrays):
+    ours = [lt.tensor(a, requires_grad=True) for a in arrays]
+    theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    out, ref = fn_lt(*ours), fn_torch(*theirs)
+    w = np.random.default_rng(6).uniform(0.5, 1.5, size=tuple(ref.shape))
+    (out * lt.tensor(w)).sum().backward()
+    (ref * torch.from_numpy(w)).sum().backward()
+    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-12, atol=1e-12)
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+CASES = {
+    "addmm": (lambda i, a, b: lt.addmm(i, a, b, beta=0.5, alpha=2.0),
+              lambda i, a, b: __import__("torch").addmm(i, a, b, beta=0.5, alpha=2.0),
+              (np.ones((3, 5)), X, np.random.default_rng(7).standard_normal((4, 5)))),
+    "baddbmm": (lambda i, a, b: lt.baddbmm(i, a, b, alpha=0.5),
+                lambda i, a, b: __import__("torch").baddbmm(i, a, b, alpha=0.5),
+                (np.zeros((2, 3, 2)), np.stack([X, X * 2]), np.random.default_rng(8).standard_normal((2, 4, 2)))),
+    "vector_norm 2 dim 1": (lambda x: lt.linalg.vector_norm(x, dim=1),
+                            lambda x: __import__("torch").linalg.vector_norm(x, dim=1), (X,)),
+    "vector_norm 3": (lambda x: lt.linalg.vector_norm(x, 3.0), lambda x: __import__("torch").linalg.vector_norm(x, 3.0),
+                      (X,)),
+    "norm 1 keepdim": (lambda x: x.norm(1, dim=0, keepdim=True), lambda x: x.norm(1, dim=0, keepdim=True), (X,)),
+    "norm inf": (lambda x: lt.linalg.vector_norm(x, float("inf"), dim=1),
+                 lambda x: __import__("torch").linalg.vector_norm(x, float("inf"), dim=1), (X,)),
+    "diag of a matrix, k=1": (lambda x: lt.diag(x, 1), lambda x: __import__("torch").diag(x, 1), (X,)),
+    "diag of a matrix, k=-2": (lambda x: x.diag(-2), lambda x: x.diag(-2), (X,)),
+    "diag of a vector, k=2": (lambda x: lt.diag(x, 2), lambda x: __import__("torch").diag(x, 2), (X[0],)),
+    "diag of a vector, k=-1": (lambda x: lt.diag(x, -1), lambda x: __import__("torch").diag(x, -1), (X[0],)),
+    "pad last two dims": (lambda x: F.pad(x, (1, 2, 0, 1), value=3.0),
+                          lambda x: __import__("torch").nn.functional.pad(x, (1, 2, 0, 1), value=3.0), (X,)),
+    "pad negative": (lambda x: F.pad(x, (-1, 1)), lambda x: __import__("torch").nn.functional.pad(x, (-1, 1)), (X,)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_matches_pytorch_in_value_and_gradient(torch, name):
+    fn_lt, fn_torch, arrays = CASES[name]
+    _value_and_grad(fn_lt, fn_torch, torch, *arrays)
+
+
+@pytest.mark.parametrize("indexing", ["ij", "xy"])
+def test_meshgrid_matches_pytorch(torch, indexing):
+    ours = lt.meshgrid(lt.arange(3), lt.arange(4), lt.arange(2), indexing=indexing)
+    theirs = torch.meshgrid(torch.arange(3), torch.arange(4), torch.arange(2), indexing=indexing)
+    assert [g.tolist() for g in ours] == [g.tolist() for g in theirs]
+
+
+def test_pad_declines_other_modes_and_too_many_pairs():
+    with pytest.raises(NotImplementedError, match="only mode='constant'"):
+        F.pad(lt.ones(2, 2), (1, 1), mode="reflect")
+    with pytest.raises(ValueError, match="at most 2 dims"):
+        F.pad(lt.ones(2, 2), (1, 1, 1, 1, 1, 1))
+
+
+def test_module_dict_registers_its_modules_in_order():
+    d = lt.nn.ModuleDict({"enc": lt.nn.Linear(2, 3)})
+    d["dec"] = lt.nn.Linear(3, 1)
+    assert list(d) == ["enc", "dec"] and "dec" in d and len(d) == 2
+    assert [n for n, _ in d.named_parameters()] == ["enc.weight", "enc.bias", "dec.weight", "dec.bias"]
+    with pytest.raises(TypeError, match="keys must be strings"):
+        d[0] = lt.nn.Linear(1, 1)
+
+
+def test_save_and_load_round_trip_a_model_and_its_optimizer(tmp_path):
+    lt.manual_seed(0)
+    model = lt.nn.Sequential(lt.nn.Linear(3, 4), lt.nn.GELU(), lt.nn.Linear(4, 2))
+    opt = lt.optim.AdamW(model.parameters(), lr=1e-2)
+    model(lt.ones(5, 3)).sum().backward()
+    opt.step()
+    path = tmp_path / "ckpt.lt"
+    lt.save({"model": model.state_dict(), "optim": opt.state_dict(), "epoch": 7, "note": None}, path)
+    back = lt.load(path)
+    assert back["epoch"] == 7 and back["note"] is None
+    assert back["optim"]["param_groups"][0]["betas"] == (0.9, 0.999)
+    twin = lt.nn.Sequential(lt.nn.Linear(3, 4), lt.nn.GELU(), lt.nn.Linear(4, 2))
+    twin.load_state_dict(back["model"])
+    opt2 = lt.optim.AdamW(twin.parameters(), lr=1e-2)
+    opt2.load_state_dict(back["optim"])
+    for m, o in ((model, opt), (twin, opt2)):
+        o.zero_grad()
+        m(lt.ones(5, 3)).sum().backward()
+        o.step()
+    assert all(a.numpy().tobytes() == b.numpy().tobytes() for a, b in zip(model.parameters(), twin.parameters()))
+
+
+def test_load_never_unpickles_a_hostile_file(tmp_path):
+    hostile = tmp_path / "hostile.npz"
+    ran = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (os.mkdir, (str(ran),))
+    header = np.frombuffer(b'{"format": "lazytensor-save-1", "structure": {"ndarray": "a0"}}', dtype=np.uint8)
+    np.savez(hostile, __structure__=header, a0=np.array([Payload()], dtype=object))
+    with pytest.raises(lt.serialization.LoadError, match="never unpickles"):
+        lt.load(hostile)
+    assert not ran.exists()
+    (tmp_path / "junk").write_bytes(b"not a zip at all")
+    with pytest.raises(lt.serialization.LoadError, match="cannot be loaded"):
+        lt.load(tmp_path / "junk")
+
+
+def test_save_refuses_what_would_need_pickle(tmp_path):
+    with pytest.raises(TypeError, match="cannot save a object"):
+        lt.save({"x": object()}, tmp_path / "x.lt")
