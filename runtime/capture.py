@@ -19,6 +19,7 @@ from .graph import Node
 from .locking import serialized
 from .residency import Buffer
 
+
 def template(node):
     """A copy of `node` for replays: op, attrs, shape, dtype and id, without inputs or value (so the
     program holds no value of the captured call alive)."""

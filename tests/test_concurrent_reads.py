@@ -74,4 +74,4 @@ def test_threads_dropping_device_tensors_while_another_realizes_keep_the_allocat
 
     assert _read_together([0, 1, 2], read=churn) == [True] * 3
     m = device.memory
-    assert m.resident_bytes == sum(entry[2] for entry in m._lru.values())
+    assert m.resident_bytes == sum(entry[1] for entry in m._lru.values())

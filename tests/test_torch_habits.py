@@ -123,3 +123,20 @@ def test_load_never_unpickles_a_hostile_file(tmp_path):
 def test_save_refuses_what_would_need_pickle(tmp_path):
     with pytest.raises(TypeError, match="cannot save a object"):
         lt.save({"x": object()}, tmp_path / "x.lt")
+
+
+def test_clip_grad_value_clamps_every_gradient_given_a_generator(torch):
+    lt.manual_seed(1)
+    model = lt.nn.Linear(4, 3)
+    twin = torch.nn.Linear(4, 3).double()
+    with torch.no_grad():
+        twin.weight.copy_(torch.from_numpy(model.weight.numpy().astype(np.float64)))
+        twin.bias.copy_(torch.from_numpy(model.bias.numpy().astype(np.float64)))
+    x = np.random.default_rng(2).standard_normal((8, 4)) * 5
+    (model(lt.tensor(x, dtype=lt.float32)) ** 2).sum().backward()
+    (twin(torch.from_numpy(x)) ** 2).sum().backward()
+    lt.nn.utils.clip_grad_value_(model.parameters(), 0.5)  # a generator, as users pass it
+    torch.nn.utils.clip_grad_value_(twin.parameters(), 0.5)
+    for ours, theirs in zip(model.parameters(), twin.parameters()):
+        np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-5, atol=1e-6)
+    assert max(float(abs(p.grad).max().item()) for p in model.parameters()) == 0.5

@@ -25,3 +25,14 @@ def clip_grad_norm_(parameters, max_norm, eps=1e-6):
             if p.grad is not None:
                 p.grad = p.grad * coef
     return norm
+
+
+def clip_grad_value_(parameters, clip_value):
+    """Clamp every gradient elementwise to [-clip_value, clip_value] (lazily); `parameters` may be a
+    generator (read once)."""
+    parameters = [parameters] if isinstance(parameters, Tensor) else list(parameters)
+    value = float(clip_value)
+    with grad_mode.no_grad():
+        for p in parameters:
+            if p.grad is not None:
+                p.grad = p.grad.clip(-value, value)
