@@ -13,7 +13,7 @@ from .elementwise import (BINARY_FUNCTIONS as _BIN, UNARY_FUNCTIONS as _UN, cast
                           logical_not, nan_to_num, where)
 from .reductions import (all, amax, amin, any, argmax, argmin, logsumexp, max, mean, min, prod, std,  # noqa: A004
                          sum, var)
-from .linalg import addmm, baddbmm, bmm, diag, matmul, norm, outer
+from .linalg import addmm, baddbmm, bmm, diag, einsum, matmul, norm, outer
 from .shape_ops import (broadcast_to, cat, chunk, expand, flatten, flip, meshgrid, permute, repeat, reshape, roll,
                         split, squeeze, stack, tile, transpose, unbind, unsqueeze)
 from .indexing import gather, index_select, masked_fill, narrow, take_along_axis, tril, triu

@@ -105,3 +105,97 @@ def diag(x, diagonal=0):
         i = arange(n)
         return x[i, i + k] if k >= 0 else x[i - k, i]
     raise ValueError(f"diag: expected a 1-D or 2-D tensor, got shape {x.shape}")
+
+
+def einsum(equation, *operands):
+    """Einstein summation, as torch.einsum / np.einsum: "ij,jk->ik", implicit output ("ij,jk" sums the
+    repeated letters), "..." for leading dims, repeated letters in one operand take its diagonal. Two-
+    operand contractions become one matmul; anything else multiplies broadcast operands and sums."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(operands):
+        raise ValueError(f"einsum: {equation!r} names {len(terms)} operands, {len(operands)} were given")
+    ell = max((t.ndim - len(s.replace("...", "")) for s, t in zip(terms, operands) if "..." in s), default=0)
+    ell_letters = "".join(chr(0x100 + i) for i in range(ell))  # stand-ins for the "..." dims
+    terms = [s.replace("...", ell_letters[ell - (t.ndim - len(s.replace("...", ""))):]) for s, t in zip(terms, operands)]
+    for s, t in zip(terms, operands):
+        if len(s) != t.ndim or not all(c.isalpha() for c in s):
+            raise ValueError(f"einsum: subscripts {s!r} do not fit an operand of shape {t.shape}")
+    if arrow:
+        out = rhs.replace("...", ell_letters)
+    else:
+        counts = {}
+        for s in terms:
+            for c in s:
+                counts[c] = counts.get(c, 0) + 1
+        out = ell_letters + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell_letters))
+    sizes = {}
+    views = []
+    for s, t in zip(terms, operands):
+        t, s = _diagonals(t, s)
+        for c, n in zip(s, t.shape):
+            if sizes.setdefault(c, n) != n and 1 not in (n, sizes[c]):
+                raise ValueError(f"einsum: letter {c!r} has sizes {sizes[c]} and {n}")
+            sizes[c] = max(sizes[c], n)
+        views.append((t, s))
+    for c in out:
+        if c not in sizes:
+            raise ValueError(f"einsum: output letter {c!r} appears in no operand")
+    letters = list(dict.fromkeys(out + "".join(s for _, s in views)))
+    if len(views) == 2:
+        product = _contract(views, out, letters, sizes)
+        if product is not None:
+            return product
+    total = None
+    for t, s in views:
+        order = [s.index(c) for c in letters if c in s]
+        shaped = t.permute(*order).reshape(*[sizes[c] if c in s else 1 for c in letters])
+        total = shaped if total is None else total * shaped
+    summed = [i for i, c in enumerate(letters) if c not in out]
+    if summed:
+        total = total.sum(dim=tuple(summed))
+    kept = [c for c in letters if c in out]
+    return total.permute(*[kept.index(c) for c in out]) if kept != list(out) else total
+
+
+def _diagonals(t, s):
+    """An operand whose subscripts repeat a letter ("ii"): its diagonal over those dims."""
+    while len(set(s)) != len(s):
+        c = next(c for c in s if s.count(c) > 1)
+        i, j = s.index(c), s.index(c, s.index(c) + 1)
+        n = t.shape[i]
+        idx = arange(n)
+        moved = t.permute(i, j, *[k for k in range(t.ndim) if k not in (i, j)])
+        t, s = moved[idx, idx], c + "".join(x for k, x in enumerate(s) if k not in (i, j))
+    return t, s
+
+
+def _contract(views, out, letters, sizes):
+    """Two operands as one batched matmul: batch letters (in both and the output), free letters of each,
+    summed letters (in both, not the output). None when a letter fits none of these."""
+    (a, sa), (b, sb) = views
+    batch = [c for c in letters if c in sa and c in sb and c in out]
+    summed = [c for c in letters if c in sa and c in sb and c not in out]
+    free_a = [c for c in sa if c not in sb]
+    free_b = [c for c in sb if c not in sa]
+    if any(c not in out for c in free_a + free_b) or any(a.shape[sa.index(c)] != b.shape[sb.index(c)]
+                                                         for c in batch + summed):
+        return None
+    n = 1
+    for c in free_a:
+        n *= sizes[c]
+    m = 1
+    for c in free_b:
+        m *= sizes[c]
+    k = 1
+    for c in summed:
+        k *= sizes[c]
+    bs = [sizes[c] for c in batch]
+    am = a.permute(*[sa.index(c) for c in batch + free_a + summed]).reshape(*bs, n, k)
+    bm = b.permute(*[sb.index(c) for c in batch + summed + free_b]).reshape(*bs, k, m)
+    res = matmul(am, bm).reshape(*bs, *[sizes[c] for c in free_a], *[sizes[c] for c in free_b])
+    got = batch + free_a + free_b
+    return res.permute(*[got.index(c) for c in out]) if got != list(out) else res

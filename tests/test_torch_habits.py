@@ -140,3 +140,25 @@ def test_clip_grad_value_clamps_every_gradient_given_a_generator(torch):
     for ours, theirs in zip(model.parameters(), twin.parameters()):
         np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-5, atol=1e-6)
     assert max(float(abs(p.grad).max().item()) for p in model.parameters()) == 0.5
+
+
+EINSUMS = [("ij,jk->ik", [(3, 4), (4, 5)]), ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]), ("ij,jk", [(3, 4), (4, 5)]),
+           ("ii->i", [(4, 4)]), ("ii", [(4, 4)]), ("ij->ji", [(3, 4)]), ("i,j->ij", [(3,), (4,)]),
+           ("bhqd,bhkd->bhqk", [(2, 3, 5, 4), (2, 3, 6, 4)]), ("...ij,...jk->...ik", [(2, 3, 4), (2, 4, 5)]),
+           ("ij,ij->", [(3, 4), (3, 4)]), ("ijk,jil->kl", [(2, 3, 4), (3, 2, 5)]),
+           ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]), ("bn,anm,bm->ba", [(2, 3), (4, 3, 5), (2, 5)])]
+
+
+@pytest.mark.parametrize("equation,shapes", EINSUMS, ids=[e for e, _ in EINSUMS])
+def test_einsum_matches_pytorch_in_value_and_gradient(torch, equation, shapes):
+    arrays = [np.random.default_rng(9).standard_normal(s) for s in shapes]
+    _value_and_grad(lambda *t: lt.einsum(equation, *t), lambda *t: torch.einsum(equation, *t), torch, *arrays)
+
+
+def test_einsum_errors_name_the_problem():
+    with pytest.raises(ValueError, match="names 2 operands, 1 were given"):
+        lt.einsum("ij,jk->ik", lt.ones(2, 2))
+    with pytest.raises(ValueError, match="letter 'j' has sizes 3 and 4"):
+        lt.einsum("ij,jk->ik", lt.ones(2, 3), lt.ones(4, 2))
+    with pytest.raises(ValueError, match="do not fit an operand of shape"):
+        lt.einsum("ijk->i", lt.ones(2, 2))
