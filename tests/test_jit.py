@@ -337,3 +337,18 @@ def test_replays_under_any_memory_budget_compute_what_eager_steps_compute(budget
         lt.set_memory_budget(budget_kb * 1024)
         results.append(_train(compiled, steps=5))
     _same(*results)  # evictions differ (a replay holds fewer values alive); the values may not
+
+
+def test_a_replayed_step_peaks_no_higher_in_device_memory_than_an_eager_step(virtual):
+    peaks = {}
+    for compiled in (False, True):
+        memory = virtual(offload="always").memory
+        model, opt, sched, step = _setup()
+        fn = lt.jit(step) if compiled else step
+        for i, (x, y) in enumerate(_batches(4)):
+            x, y = lt.tensor(x).to("virtual"), lt.tensor(y).to("virtual")
+            with memory.watch_peak() as peak:
+                fn(x, y).item()
+            peaks[compiled] = peak[0]  # the last step's: a replay for the compiled run
+    assert fn.stats()["replayed"] == 2
+    assert peaks[True] <= peaks[False], peaks
