@@ -72,5 +72,8 @@ def test_random_programs_under_random_budgets_match_the_cpu_byte_for_byte(progra
     assert got == want
     assert memory.peak_bytes <= memory.budget
     assert memory.resident_bytes + memory.cached_bytes <= memory.budget  # the block cache counts too
-    assert memory.evictions + memory.memory_fallbacks > 0  # five live 1 KiB results never fit in 4 KiB
+    if not any(step[0] == "drop" for step in steps):
+        # Five 1 KiB results that all stay alive never fit in 4 KiB. (With drops they may: a program
+        # that drops values before anything is computed can run within the budget, found by Hypothesis.)
+        assert memory.evictions + memory.memory_fallbacks > 0
     lt.set_device("cpu")
