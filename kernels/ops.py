@@ -236,9 +236,9 @@ _RECORDS = (
     Op("take_along", "index", "attr", "exact", "rule", "gather / take_along_axis",
        kernels=frozenset({"device"})),
     Op("index", "index", "attr", "exact", "rule", "advanced indexing with integer arrays"),
-    Op("scatter_take", "index", "attr", "exact", "internal", "take's gradient: rows added at their indices",
-       kernels=frozenset({"numba", "device"})),
-    Op("scatter_take_along", "index", "attr", "exact", "internal", "take_along's gradient",
+    Op("scatter_take", "index", "attr", "exact", "rule", "take's gradient, and index_add: rows added at their "
+       "indices", kernels=frozenset({"numba", "device"})),
+    Op("scatter_take_along", "index", "attr", "exact", "rule", "take_along's gradient, and scatter_add",
        kernels=frozenset({"device"})),
     Op("scatter_index", "index", "attr", "exact", "internal", "advanced indexing's gradient"),
     # ---- creation and random fills ----------------------------------------------------------------

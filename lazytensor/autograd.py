@@ -367,6 +367,9 @@ VJP = {
     "take": _scatter("scatter_take"),
     "take_along": _scatter("scatter_take_along"),
     "index": _scatter("scatter_index"),
+    # scatter-adds (index_add, scatter_add, and the gradients of take/take_along): read back at the indices
+    "scatter_take": lambda inputs, out, attrs, g: (g.index_select(attrs["axis"], inputs[1]), None),
+    "scatter_take_along": lambda inputs, out, attrs, g: (g.gather(attrs["axis"], inputs[1]), None),
     # a running sum's gradient: the running sum of the gradient from the other end
     "cumsum": lambda inputs, out, attrs, g: (g.flip(attrs["axis"]).cumsum(attrs["axis"]).flip(attrs["axis"]),),
 }

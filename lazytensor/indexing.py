@@ -234,3 +234,35 @@ def tril(x, diagonal=0):
 def triu(x, diagonal=0):
     """Zero everything below the `diagonal`-th diagonal of the last two dims."""
     return _tri("triu", x, diagonal)
+
+
+def index_add(x, dim, index, source, *, alpha=1):
+    """PyTorch's index_add: x with source's slices added at the 1-D `index` along `dim` (repeated
+    indices add up); differentiable in x and source."""
+    index = _as_index("index_add", index)
+    d = normalize_axis("index_add", dim, x.ndim)
+    if index.ndim != 1:
+        raise ValueError(f"index_add: index must be 1-D, got shape {index.shape}")
+    want = x.shape[:d] + index.shape + x.shape[d + 1:]
+    if source.shape != want:
+        raise ValueError(f"index_add: source must have shape {want} (x's, with {index.shape[0]} along dim {d}), "
+                         f"got {source.shape}")
+    _check_known_bounds("index_add", index, x.shape[d], d, negative=False)
+    added = Tensor._from_op("scatter_take", (source, index), {"axis": d, "shape": x.shape}, x.shape, source.dtype)
+    return x + (added if alpha == 1 else added * alpha)
+
+
+def scatter_add(x, dim, index, src):
+    """PyTorch's scatter_add: for dim 0, out[index[i][j]][j] += src[i][j] (repeated indices add up);
+    index has x's number of dims and is no larger than src (or than x off `dim`)."""
+    index = _as_index("scatter_add", index)
+    d = normalize_axis("scatter_add", dim, x.ndim)
+    if not index.ndim == src.ndim == x.ndim or any(
+            index.shape[k] > src.shape[k] or (k != d and index.shape[k] > x.shape[k]) for k in range(x.ndim)):
+        raise ValueError(f"scatter_add: index {index.shape} must have the dims of x {x.shape} and src "
+                         f"{src.shape} and be no larger than src (nor than x off dim {d})")
+    _check_known_bounds("scatter_add", index, x.shape[d], d, negative=False)
+    if src.shape != index.shape:
+        src = src[tuple(slice(0, n) for n in index.shape)]
+    added = Tensor._from_op("scatter_take_along", (src, index), {"axis": d, "shape": x.shape}, x.shape, src.dtype)
+    return x + added

@@ -162,3 +162,35 @@ def test_einsum_errors_name_the_problem():
         lt.einsum("ij,jk->ik", lt.ones(2, 3), lt.ones(4, 2))
     with pytest.raises(ValueError, match="do not fit an operand of shape"):
         lt.einsum("ijk->i", lt.ones(2, 2))
+
+
+def test_index_add_matches_pytorch_in_value_and_gradient(torch):
+    index = np.array([0, 2, 0])  # a repeated index adds twice
+    x, source = X, np.random.default_rng(10).standard_normal((3, 4))
+    _value_and_grad(lambda a, s: a.index_add(0, lt.tensor(index), s, alpha=2.0),
+                    lambda a, s: a.index_add(0, torch.from_numpy(index), s, alpha=2.0), torch, x, source)
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_scatter_add_matches_pytorch_in_value_and_gradient(torch, dim):
+    index = np.random.default_rng(11).integers(0, 3, (2, 3))
+    src = np.random.default_rng(12).standard_normal((2, 3))
+    _value_and_grad(lambda a, s: a.scatter_add(dim, lt.tensor(index), s),
+                    lambda a, s: a.scatter_add(dim, torch.from_numpy(index), s), torch, X, src)
+
+
+def test_scatter_add_reads_only_the_part_of_src_its_index_covers(torch):
+    index = np.array([[0, 1, 1], [2, 0, 3]])
+    src = np.random.default_rng(13).standard_normal((4, 6))
+    ours = lt.tensor(X).scatter_add(1, lt.tensor(index), lt.tensor(src)).numpy()
+    np.testing.assert_allclose(ours, torch.from_numpy(X).scatter_add(1, torch.from_numpy(index),
+                                                                     torch.from_numpy(src)).numpy(), rtol=1e-12)
+
+
+def test_scatter_and_index_add_refuse_bad_shapes_and_negative_indices():
+    with pytest.raises(ValueError, match="source must have shape"):
+        lt.tensor(X).index_add(0, lt.tensor([0, 1]), lt.ones(3, 4, dtype=lt.float64))
+    with pytest.raises(IndexError, match="index -1 is out of range"):
+        lt.tensor(X).index_add(0, lt.tensor([-1]), lt.ones(1, 4, dtype=lt.float64))
+    with pytest.raises(ValueError, match="no larger than src"):
+        lt.tensor(X).scatter_add(0, lt.tensor([[0, 1, 2]]), lt.ones(1, 2, dtype=lt.float64))
