@@ -104,6 +104,21 @@ def save(path, model, optimizer=None, meta=None, require_finite=False):
         raise
 
 
+# What reading a damaged or foreign .npz raises (np.load with allow_pickle=False never unpickles; a bad
+# JSON record or its text raises ValueErrors).
+ARCHIVE_ERRORS = (zipfile.BadZipFile, OSError, ValueError, EOFError)
+
+
+def read_archive(path, record_key):
+    """(the JSON record stored under `record_key`, or None when there is none; the other arrays by name)
+    from the .npz at `path`. Raises one of ARCHIVE_ERRORS for a file that is not a readable archive."""
+    with np.load(path, allow_pickle=False) as z:
+        if record_key not in z.files:
+            return None, {}
+        record = json.loads(z[record_key].tobytes().decode())
+        return record, {k: z[k] for k in z.files if k != record_key}
+
+
 def read(path):
     """(arrays, header) from `path`, with every array checked against its recorded SHA-256."""
     if not os.path.isfile(path):
@@ -112,16 +127,12 @@ def read(path):
         if f.read(4) != _ZIP_MAGIC:
             raise CheckpointError(f"{path}: not a lazytensor checkpoint (not an .npz archive)")
     try:
-        with np.load(path, allow_pickle=False) as z:
-            if "__header__" not in z.files:
-                raise CheckpointError(f"{path}: not a lazytensor checkpoint (no header)")
-            header = json.loads(z["__header__"].tobytes().decode())
-            arrays = {k: z[k] for k in z.files if k != "__header__"}
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError, json.JSONDecodeError) as exc:
-        if isinstance(exc, CheckpointError):
-            raise
+        header, arrays = read_archive(path, "__header__")
+    except ARCHIVE_ERRORS as exc:
         raise CheckpointError(f"{path}: cannot be read as a checkpoint ({type(exc).__name__}: {exc}); "
                               f"the file is corrupt or truncated") from None
+    if header is None:
+        raise CheckpointError(f"{path}: not a lazytensor checkpoint (no header)")
     if header.get("format") != FORMAT:
         raise CheckpointError(f"{path}: unknown checkpoint format {header.get('format')!r}")
     for k, info in header["arrays"].items():

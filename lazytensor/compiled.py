@@ -18,7 +18,6 @@ capture: pass values that change (a learning rate of your own, a step count) as 
 import collections
 import functools
 import gc
-import threading
 import warnings
 import weakref
 
@@ -40,27 +39,21 @@ class JitWarning(UserWarning):
 
 def note_module(module):
     """Called by Module.__call__: while capturing, the module's mode becomes a guard."""
-    if _modules_called is not None and _recorder() is not None:
+    if _modules_called is not None and scheduler.active_recorder() is not None:
         _modules_called.append(module)
-
-
-def _recorder():
-    """The Recorder of the call this thread is capturing, or None."""
-    recorder = scheduler.recorder
-    return recorder if recorder is not None and recorder.thread == threading.get_ident() else None
 
 
 def on_replay(hook):
     """While capturing: `hook()` runs at each replay before the kernels (e.g. an optimizer's step
     counters) and returns a function undoing it (called if the replay fails) or None."""
-    recorder = _recorder()
+    recorder = scheduler.active_recorder()
     if recorder is not None:
         recorder.on_replay(hook)
 
 
 def dynamic(tensor, fn):
     """While capturing: the 0-d host tensor `tensor`, made inside the call, is `fn()` at each replay."""
-    recorder = _recorder()
+    recorder = scheduler.active_recorder()
     if recorder is not None:
         recorder.dynamic(tensor._node.buffer, fn)
 

@@ -134,7 +134,7 @@ class AdamW(Optimizer):
     def step(self):
         updates, scalars, stepped = [], {}, []
 
-        def scalar(key, value, follow):  # one 0-d leaf per distinct value in a step, not one per parameter
+        def step_scalar(key, value, follow):  # one 0-d leaf per distinct value in a step, not one per parameter
             if key not in scalars:
                 scalars[key] = _host_scalar(value)
                 compiled.dynamic(scalars[key], follow)  # lt.jit recomputes it at each replay
@@ -143,7 +143,7 @@ class AdamW(Optimizer):
             b1, b2 = group["betas"]
             wd = group["weight_decay"]
             attrs = {"beta1": b1, "beta2": b2, "eps": group["eps"], "weight_decay": wd if self.decoupled else 0.0}
-            lr = scalar(("lr", id(group)), group["lr"], lambda group=group: group["lr"])
+            lr = step_scalar(("lr", id(group)), group["lr"], lambda group=group: group["lr"])
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -153,8 +153,10 @@ class AdamW(Optimizer):
                     st = self.state[id(p)] = {"step": 0, "exp_avg": zeros_like(p), "exp_avg_sq": zeros_like(p)}
                 st["step"] += 1
                 stepped.append(st)
-                bias1 = scalar(("b1", b1, st["step"]), 1 - b1 ** st["step"], lambda st=st, b1=b1: 1 - b1 ** st["step"])
-                bias2 = scalar(("b2", b2, st["step"]), 1 - b2 ** st["step"], lambda st=st, b2=b2: 1 - b2 ** st["step"])
+                bias1 = step_scalar(("b1", b1, st["step"]), 1 - b1 ** st["step"],
+                                    lambda st=st, b1=b1: 1 - b1 ** st["step"])
+                bias2 = step_scalar(("b2", b2, st["step"]), 1 - b2 ** st["step"],
+                                    lambda st=st, b2=b2: 1 - b2 ** st["step"])
                 inputs = (p, grad, st["exp_avg"], st["exp_avg_sq"], lr, bias1, bias2)
                 updates.append((p, st, Tensor._from_op("adamw", inputs, attrs, (3,) + p.shape, p.dtype)))
         compiled.on_replay(lambda: _advance(stepped))

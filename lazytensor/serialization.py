@@ -3,10 +3,10 @@ optimizer state), as an .npz archive: the arrays, plus the structure as JSON. Lo
 from the file (no pickle: NumPy loads with allow_pickle=False), like `torch.load(weights_only=True)`."""
 import json
 import os
-import zipfile
 
 import numpy as np
 
+from .checkpoint import ARCHIVE_ERRORS, read_archive
 from .runtime import hostio
 from .tensor import Tensor
 
@@ -32,16 +32,12 @@ def load(f, weights_only=True):
     signature; only data is ever loaded."""
     path = os.fspath(f)
     try:
-        with np.load(path, allow_pickle=False) as z:
-            if "__structure__" not in z.files:
-                raise LoadError(f"{path}: not a file lt.save wrote (no structure record)")
-            header = json.loads(z["__structure__"].tobytes().decode())
-            arrays = {k: z[k] for k in z.files if k != "__structure__"}
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError, UnicodeDecodeError) as exc:
-        if isinstance(exc, LoadError):
-            raise
+        header, arrays = read_archive(path, "__structure__")
+    except ARCHIVE_ERRORS as exc:
         raise LoadError(f"{path}: cannot be loaded ({type(exc).__name__}: {exc}); lt.load reads only what "
                         f"lt.save wrote, and never unpickles") from None
+    if header is None:
+        raise LoadError(f"{path}: not a file lt.save wrote (no structure record)")
     if header.get("format") != FORMAT:
         raise LoadError(f"{path}: unknown format {header.get('format')!r}")
     return _decode(header["structure"], arrays, path)

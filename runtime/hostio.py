@@ -4,8 +4,6 @@ A read realizes the node and, if only a device holds the value, downloads it onc
 further reads are free). A write brings a device-only value back first, then makes the device forget
 its copy; tensors derived from the old value keep it (value semantics).
 """
-import threading
-
 import numpy as np
 
 from . import copies, scheduler
@@ -18,8 +16,9 @@ from .scheduler import realize
 
 def _host_access(what):
     """A capture cannot replay a host access: the value read may steer Python, a written one is new."""
-    if scheduler.recorder is not None and scheduler.recorder.thread == threading.get_ident():
-        scheduler.recorder.refuse(what)
+    recorder = scheduler.active_recorder()
+    if recorder is not None:
+        recorder.refuse(what)
 
 
 def _on_host(node, reason):
@@ -64,8 +63,9 @@ def host_view_node(node, index):
     """A realized leaf viewing `node`'s host array at `index` (no kernel, no copy; writes will copy)."""
     view = node.buffer.host[index]
     leaf = data_node(view, exclusive=False)
-    if scheduler.recorder is not None and scheduler.recorder.thread == threading.get_ident():
-        scheduler.recorder.view(node.buffer, index, leaf.buffer)
+    recorder = scheduler.active_recorder()
+    if recorder is not None:
+        recorder.view(node.buffer, index, leaf.buffer)
     return leaf
 
 

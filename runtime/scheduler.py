@@ -72,8 +72,13 @@ def _run_group(group, backend, chain):
     return _run_members(group, chain)
 
 
+def active_recorder():
+    """The Recorder of the call this thread is capturing, or None (another thread's kernels are not its)."""
+    return recorder if recorder is not None and recorder.thread == threading.get_ident() else None
+
+
 def _report(kind, backend, what, operands, buf):
-    if recorder is not None and recorder.thread == threading.get_ident():
+    if recorder is not None and recorder.thread == threading.get_ident():  # active_recorder(), inlined: per kernel
         recorder.kernel(kind, backend, what, operands, buf)
 
 

@@ -357,6 +357,7 @@ class LoweringDevice:
     operands)` (the launches, or None), `name`, `offload` and the policy's `thresholds`."""
 
     _planned = None
+    _last = None  # the launches the last launch ran, when they may be reused (see last_launches)
 
     def lower(self, node, operands):
         raise NotImplementedError
@@ -391,7 +392,7 @@ class LoweringDevice:
         return launches
 
     def last_launches(self):
-        return getattr(self, "_last", None)
+        return self._last
 
     def reuse_launches(self, node, launches):
         # Launches take their scalars (RNG keys included) from the node's attrs when they run.
