@@ -174,6 +174,10 @@ def _train(lines, lt, device, config, rounds, steps):
         sync = device.synchronize if where == "cuda" else (lambda: None)
         n = rounds if where == "cuda" else 1
         result[f"lazytensor {where}{' compiled' if compiled else ''}"] = _median(ours, sync, n) / steps
+        if compiled:  # how many of a replay's kernels went out as prepared launches (runtime/launch_plan.py)
+            lt.reset_counters()
+            ours()
+            prepared = f"{lt.counters()['prepared_kernels']} of {lt.counters()['kernels']} replayed kernels prepared"
         if where == "cuda" and not compiled:
             lt.clear_transfer_log()
             x, y = batches[0]
@@ -206,7 +210,8 @@ def _train(lines, lt, device, config, rounds, steps):
         ratios.append(f"compiled/PyTorch {result['lazytensor cuda compiled'] / result['pytorch cuda']:.2f}x")
     ratios.append(f"CPU/CUDA {result['lazytensor cpu'] / result['lazytensor cuda']:.1f}x")
     lines.append(f"- `{config}` step: {row}; {', '.join(ratios)}; per step after warm-up: "
-                 f"{moved['h2d'][0]} uploads ({moved['h2d'][1]} B), {moved['d2h'][0]} downloads ({moved['d2h'][1]} B)")
+                 f"{moved['h2d'][0]} uploads ({moved['h2d'][1]} B), {moved['d2h'][0]} downloads ({moved['d2h'][1]} B); "
+                 f"{prepared}")
 
 
 def main():

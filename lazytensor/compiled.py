@@ -142,34 +142,19 @@ class CompiledFunction:
     def _capture(self, entry, args, kwargs, arg_tensors):
         global _modules_called
         scheduler.realize([t._node for t in arg_tensors])  # inputs are values the replay binds
-        gc.collect()  # a garbage tensor must not pass for state
-        alive = _live_tensors()
-        # Every value a tensor holds now becomes a Buffer, so the capture can bind it to its tensor: a
-        # pending one (last call's .grad, say) would be computed inside the capture from inputs a replay
-        # cannot supply.
-        scheduler.realize([t._node for t in alive if t._node.buffer is None])
-        # Weak references only: a value the call replaces is freed when the eager call would free it.
-        nodes = [weakref.ref(t._node) for t in alive]
-        grads = [None if t.grad is None else weakref.ref(t.grad) for t in alive]
-        buffer_ids = [id(t._node.buffer) if t._node.buffer is not None else None for t in alive]
-        recorder = Recorder()
-        for i, t in enumerate(arg_tensors):
-            recorder.bind(t._node.buffer, ("arg", i))
-        holders = collections.defaultdict(list)
-        for j, t in enumerate(alive):
-            if buffer_ids[j] is not None:
-                holders[buffer_ids[j]].append(j)
-                recorder.bind(t._node.buffer, ("alive", j))
+        recorder, refs, nodes, grads, buffer_ids, holders, grad_of, specs = _state_before(arg_tensors)
         chain = devices.chain()
         scheduler.recorder, _modules_called = recorder, []
         try:
             result = self.fn(*args, **kwargs)
             structure, outs = _structure(result, []), _tensors_in(result)
-            rebound = [j for j, t in enumerate(alive) if t._node is not nodes[j]()]
-            regrads = [j for j, t in enumerate(alive) if _grad_changed(t.grad, grads[j])]
+            alive = [ref() for ref in refs]  # None: died in the call (a .grad zero_grad dropped, say)
+            rebound = [j for j, t in enumerate(alive) if t is not None and t._node is not nodes[j]()]
+            regrads = [j for j, t in enumerate(alive) if t is not None and _grad_changed(t.grad, grads[j])]
             wanted = outs + [alive[j] for j in rebound] + [alive[j].grad for j in regrads if alive[j].grad is not None]
             scheduler.realize([t._node for t in wanted])
         finally:
+            recorder.close()
             scheduler.recorder, modules, _modules_called = None, _modules_called, None
         self._counts["captured"] += 1
         if recorder.refused is None:
@@ -186,30 +171,60 @@ class CompiledFunction:
         program = recorder.program(targets, chain)
         # A value held by several tensors is bound through the one the call replaced, if any; a value
         # that was some tensor's .grad is bound as that tensor's .grad (accumulation reads it anew).
-        replaced, grad_of = set(rebound), {}
-        for k, ref in enumerate(grads):
-            if ref is not None and ref() is not None:
-                grad_of.setdefault(id(ref()), k)
+        replaced = set(rebound)
         variant = _Variant()
         variant.bound, variant.specs = {}, {}
         for key in program.bound_keys:
             if key[0] == "alive":
                 j = next((h for h in holders[buffer_ids[key[1]]] if h in replaced), key[1])
-                k = grad_of.get(id(alive[j]))
-                variant.bound[key] = (weakref.ref(alive[j]), False) if k is None else (weakref.ref(alive[k]), True)
-                variant.specs[key] = (alive[j].shape, alive[j]._node.dtype)
+                k = grad_of.get(j)
+                variant.bound[key] = (refs[j], False) if k is None else (refs[k], True)
+                variant.specs[key] = specs[j] if alive[j] is None else (alive[j].shape, alive[j]._node.dtype)
         variant.modules = [(weakref.ref(m), m.training) for m in dict.fromkeys(modules)]
         n = variant.n_outs = len(outs)
-        variant.rebinds = [(weakref.ref(alive[j]), n + k) for k, j in enumerate(rebound)]
+        variant.rebinds = [(refs[j], n + k) for k, j in enumerate(rebound)]
         k = n + len(rebound)
         variant.regrads = []
         for j, g in zip(regrads, regrad_values):
-            variant.regrads.append((weakref.ref(alive[j]), None if g is None else k, grads[j] is not None))
+            variant.regrads.append((refs[j], None if g is None else k, grads[j] is not None))
             k += g is not None
         variant.structure, variant.program = structure, program
         entry.variants.insert(0, variant)
         del entry.variants[MAX_VARIANTS:]
         return result
+
+
+def _state_before(arg_tensors):
+    """Before a capture: a Recorder binding every value a live tensor holds, and what is known of those
+    tensors, all by weak reference (holding them would keep values alive that the eager call frees, such
+    as the gradients `zero_grad` drops): their references, their nodes, their .grad's, their Buffers'
+    ids, the tensors holding each Buffer, for a tensor that is another's .grad that other's index, and
+    their shapes and dtypes."""
+    gc.collect()  # a garbage tensor must not pass for state
+    alive = _live_tensors()
+    # Every value a tensor holds now becomes a Buffer, so the capture can bind it to its tensor: a
+    # pending one (last call's .grad, say) would be computed inside the capture from inputs a replay
+    # cannot supply.
+    scheduler.realize([t._node for t in alive if t._node.buffer is None])
+    refs = [weakref.ref(t) for t in alive]
+    nodes = [weakref.ref(t._node) for t in alive]
+    grads = [None if t.grad is None else weakref.ref(t.grad) for t in alive]
+    buffer_ids = [id(t._node.buffer) if t._node.buffer is not None else None for t in alive]
+    specs = [(t.shape, t._node.dtype) for t in alive]
+    owner = {}
+    for k, t in enumerate(alive):
+        if t.grad is not None:
+            owner.setdefault(id(t.grad), k)
+    grad_of = {j: owner[id(t)] for j, t in enumerate(alive) if id(t) in owner}
+    recorder = Recorder()
+    for i, t in enumerate(arg_tensors):
+        recorder.bind(t._node.buffer, ("arg", i))
+    holders = collections.defaultdict(list)
+    for j, t in enumerate(alive):
+        if buffer_ids[j] is not None:
+            holders[buffer_ids[j]].append(j)
+            recorder.bind(t._node.buffer, ("alive", j))
+    return recorder, refs, nodes, grads, buffer_ids, holders, grad_of, specs
 
 
 def _live_tensors():
@@ -279,7 +294,7 @@ def _rebuild(structure, outputs):
 def _escaped(alive, wanted):
     """Why the capture cannot be replayed if the call kept new realized tensors somewhere a replay
     would not update (only the return value and `.grad` are), else None."""
-    old, known = {id(t) for t in alive}, set()
+    old, known = {id(t) for t in alive if t is not None}, set()
     stack = list(wanted)
     while stack:  # the returned values' autograd records hold their inputs: a replay returns leaves
         t = stack.pop()

@@ -14,10 +14,12 @@ import weakref
 
 import numpy as np
 
-from . import counters, devices, parallel, rng, scheduler
+from . import counters, devices, launch_plan, parallel, rng, scheduler
 from .graph import Node
 from .locking import serialized
+from .policy import is_param
 from .residency import Buffer
+from .transfers import LOG
 
 
 def template(node):
@@ -43,14 +45,22 @@ class GroupTemplate:
 
 class Step:
     """One recorded action: `kind` ("node", "device_group", "host_group", "view"), the backend, what to
-    run (a node or group template, or a view's index), operand slots, result slot, slots to drop after."""
+    run (a node or group template, or a view's index), operand slots, result slot, slots to drop after.
+    A device kernel also keeps its launches and, for runtime/launch_plan.py, how its operands were
+    passed when captured (`params`: 0-d host values as scalars), their shapes and dtypes, and whether
+    its result kept a host copy."""
 
-    __slots__ = ("kind", "backend", "what", "ins", "out", "drop", "stream", "launches")
+    __slots__ = ("kind", "backend", "what", "ins", "out", "drop", "stream", "launches", "params", "shapes",
+                 "dtypes", "host_copy")
 
-    def __init__(self, kind, backend, what, ins, out):
+    def __init__(self, kind, backend, what, ins, out, operands=()):
         self.kind, self.backend, self.what, self.ins, self.out = kind, backend, what, ins, out
         self.drop, self.stream = (), None
-        self.launches = backend.last_launches() if kind == "node" and not backend.is_host else None
+        on_device = kind in ("node", "device_group") and not backend.is_host
+        self.launches = backend.last_launches() if on_device and kind == "node" else None
+        self.params = tuple(is_param(b) for b in operands) if on_device else ()
+        self.shapes, self.dtypes = tuple(b.shape for b in operands), tuple(b.dtype for b in operands)
+        self.host_copy = on_device and kind == "node" and scheduler.keeps_host_copy(what, operands)
 
 
 class Recorder:
@@ -62,6 +72,14 @@ class Recorder:
         self.steps, self.sources, self.refused = [], [], None
         self._slots, self._refs, self._dynamic, self.hooks = {}, {}, {}, []
         self.seed, self.start_stream = rng.DEFAULT.seed, rng.DEFAULT.next_stream
+        # The most device memory the captured (eager) call added, less the copies it uploaded: a
+        # replay's plan may use as much (runtime/launch_plan.py).
+        self._watch, self.peak_added = PeakWatch(devices.chain()[0]), None
+
+    def close(self):
+        """The call ended (returned or raised): stop watching device memory."""
+        if self._watch is not None:
+            self.peak_added, self._watch = self._watch.close(), None
 
     def bind(self, buffer, key):
         """A value the caller supplies at each replay under `key` (a tensor's value when the call began;
@@ -87,7 +105,7 @@ class Recorder:
 
     def kernel(self, kind, backend, what, operands, result):
         what = GroupTemplate(what) if kind in ("device_group", "host_group") else template(what)
-        step = Step(kind, backend, what, [self.slot(b) for b in operands], self._result_slot(result))
+        step = Step(kind, backend, what, [self.slot(b) for b in operands], self._result_slot(result), operands)
         if kind == "node" and "stream" in what.attrs and "seed" in what.attrs:
             if what.attrs["seed"] != self.seed:
                 self.refuse("the random generator was reseeded inside the compiled function")
@@ -132,8 +150,9 @@ class Recorder:
     def program(self, outputs, chain):
         """The Program replaying the steps; `outputs` are the Buffers the caller wants back, in order."""
         out_slots = [self.slot(b) for b in outputs]
+        self.close()
         return Program(self.steps, self.sources, out_slots, self.hooks,
-                       rng.DEFAULT.next_stream - self.start_stream, chain)
+                       rng.DEFAULT.next_stream - self.start_stream, chain, self.peak_added)
 
 
 class ReplayError(RuntimeError):
@@ -144,8 +163,9 @@ class ReplayError(RuntimeError):
 class Program:
     """Recorded steps over slots. `run(bound)` replays them; `bound` maps each bound key to its Buffer."""
 
-    def __init__(self, steps, sources, outputs, hooks, streams, chain):
+    def __init__(self, steps, sources, outputs, hooks, streams, chain, peak_added=None):
         self.steps, self.outputs, self.hooks, self.streams, self.chain = steps, outputs, hooks, streams, chain
+        self.peak_added = peak_added  # device bytes the captured call added at most (None: not known)
         self.n_slots = len(sources)
         self.consts = [(s, src[1]) for s, src in enumerate(sources) if src[0] == "const"]
         self.bound = [(s, src[1]) for s, src in enumerate(sources) if src[0] == "bound"]
@@ -164,8 +184,9 @@ class Program:
             step.drop = tuple(drops.get(k, ()))
             if step.out not in keep and step.out not in last:
                 step.drop += (step.out,)  # a result nobody reads (kept by the eager run only as long)
-        self.sizes = [step.what.root if step.kind in ("device_group", "host_group") else step.what
-                      for step in steps if step.kind != "view"]
+        self.split = parallel.worth_splitting([step.what.root if step.kind in ("device_group", "host_group")
+                                               else step.what for step in steps if step.kind != "view"])
+        self._plan = None  # runtime/launch_plan.LaunchPlan, built after the first replay (False: none)
 
     def __len__(self):
         return sum(step.kind != "view" for step in self.steps)
@@ -184,11 +205,18 @@ class Program:
                 slots[s] = bound[key]
             for s, fn, dtype in self.dynamic:
                 slots[s] = _host_value(np.asarray(fn(), dtype=dtype))
-            with parallel.kernels_session(self.sizes):
-                for step in self.steps:
-                    slots[step.out] = _execute(step, [slots[s] for s in step.ins], stream0, self.chain)
-                    for s in step.drop:
-                        slots[s] = None
+            with parallel.kernels_session((), worth=self.split):
+                if not self._run_planned(slots, stream0):
+                    watch = PeakWatch(self.chain[0]) if self._plan is None else None
+                    try:
+                        for step in self.steps:
+                            slots[step.out] = _execute(step, [slots[s] for s in step.ins], stream0, self.chain)
+                            for s in step.drop:
+                                slots[s] = None
+                    finally:
+                        peak = watch.close() if watch is not None else None
+                    if watch is not None:  # the plan is laid out knowing what this replay held at its peak
+                        self._plan = launch_plan.LaunchPlan(self, self.chain[0], peak)
         except BaseException:
             rng.DEFAULT.next_stream = stream0
             for fn in reversed(undo):
@@ -198,6 +226,45 @@ class Program:
         counters.COUNTERS.realizations += 1
         counters.COUNTERS.kernels += len(self)
         return [slots[s] for s in self.outputs]
+
+    def _run_planned(self, slots, stream0):
+        """Replay through the device's launch plan (laid out after the first replay, which the executors
+        run) when there is one and it fits the budget; False if the executors must run the steps."""
+        if self._plan is None and not launch_plan.supports(self.chain[0]):
+            self._plan = False
+        plan = self._plan
+        if not plan or LOG.profiling or not plan.fits(slots):
+            return False
+        start = list(slots)
+        try:
+            plan.run(slots, lambda step, operands: _execute(step, operands, stream0, self.chain))
+        except launch_plan.NoMemory:
+            slots[:] = start  # start over through the executors: nothing the plan made is kept
+            return False
+        counters.COUNTERS.prepared_kernels += plan.kernels
+        return True
+
+
+class PeakWatch:
+    """The most device memory a stretch of work added on `device` (None on the host), less what it
+    uploaded (copies of values that existed before it, which the same work replayed uploads too)."""
+
+    def __init__(self, device):
+        self._memory = None if device.is_host else device.memory
+        if self._memory is not None:
+            self._scope = self._memory.open_peak_scope()
+            self._start = self._memory.resident_bytes - _uploaded(device.name)
+
+    def close(self):
+        if self._memory is None:
+            return None
+        self._memory.close_peak_scope(self._scope)
+        return self._scope[0] - self._start - _uploaded(self._memory.backend.name)
+
+
+def _uploaded(device_name):
+    return sum(total[1] for (direction, _, device), total in LOG.copies.items()
+               if direction == "h2d" and device == device_name)
 
 
 def _host_value(array):

@@ -11,6 +11,7 @@ class Counters:
     def reset(self):
         self.realizations = 0
         self.kernels = 0
+        self.prepared_kernels = 0  # of those, run by a compiled replay from prebuilt launches (launch_plan)
         self.host_reads = collections.Counter()
         self.host_writes = collections.Counter()
 
@@ -18,6 +19,7 @@ class Counters:
         return {
             "realizations": self.realizations,
             "kernels": self.kernels,
+            "prepared_kernels": self.prepared_kernels,
             "host_reads": sum(self.host_reads.values()),
             "host_reads_by_trigger": dict(self.host_reads),
             "host_writes": sum(self.host_writes.values()),

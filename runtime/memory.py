@@ -167,6 +167,14 @@ class DeviceMemory:
             if self.cached_bytes <= limit:
                 return
 
+    def reserve(self, nbytes):
+        """A block outside the budget for the device's own bookkeeping (its 16-byte status word), through
+        the out-of-memory ladder; raises OutOfDeviceMemory when the device has none."""
+        block = self._raw_alloc(bucket(nbytes))
+        if block is None:
+            raise OutOfDeviceMemory(nbytes)
+        return block
+
     def give_back(self, block, nbytes):
         """Return a block that was allocated but never attached to a buffer (a failed launch)."""
         self._release_block(block, bucket(nbytes))
@@ -198,6 +206,16 @@ class DeviceMemory:
         block, _ = buf.drop_device_copy()
         self._release_block(block, entry[1])
 
+    def pin(self, buf):
+        """Keep `buf` from being evicted until the matching `unpin` (a compiled replay's operands)."""
+        self._pinned[id(buf)] += 1
+
+    def unpin(self, buf):
+        key = id(buf)
+        self._pinned[key] -= 1
+        if not self._pinned[key]:
+            del self._pinned[key]
+
     def pinning(self, buffers):
         """Keep `buffers` from being evicted inside a `with` block (the operands of the kernel being run)."""
         return _Pinning(self._pinned, [id(b) for b in buffers])
@@ -221,12 +239,20 @@ class DeviceMemory:
     @contextlib.contextmanager
     def watch_peak(self):
         """Yields a one-element list that holds the peak resident bytes seen inside the block."""
-        scope = [self.resident_bytes]
-        self._scope_peaks.append(scope)
+        scope = self.open_peak_scope()
         try:
             yield scope
         finally:
-            self._scope_peaks.remove(scope)
+            self.close_peak_scope(scope)
+
+    def open_peak_scope(self):
+        """A one-element list holding the peak resident bytes from now until `close_peak_scope`."""
+        scope = [self.resident_bytes]
+        self._scope_peaks.append(scope)
+        return scope
+
+    def close_peak_scope(self, scope):
+        self._scope_peaks.remove(scope)
 
     def stats(self):
         free, total = self.backend.mem_info()

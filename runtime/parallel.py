@@ -64,13 +64,20 @@ def num_threads():
     return n if n > 1 and _controller() else 1
 
 
+def worth_splitting(nodes):
+    """Whether the results of `nodes` are big enough to split between threads (MIN_SPLIT elements on
+    average)."""
+    return sum(n.size for n in nodes) >= MIN_SPLIT * len(nodes)
+
+
 @contextlib.contextmanager
-def kernels_session(nodes):
-    """Around a run of the kernels of `nodes`: with several threads and results big enough to split
-    (MIN_SPLIT elements on average), OpenBLAS on one thread and our splits on (see above). Smaller
-    kernels would spend more on hand-offs than they gain, and OpenBLAS's own threads sync faster for
-    small products (measured: bench/RESULTS.md), so a run of them is left to OpenBLAS."""
-    if _state["depth"] or num_threads() == 1 or sum(n.size for n in nodes) < MIN_SPLIT * len(nodes):
+def kernels_session(nodes, worth=None):
+    """Around a run of the kernels of `nodes` (or, where `worth` is given, kernels for which
+    `worth_splitting` said so): with several threads and results big enough to split, OpenBLAS on one
+    thread and our splits on (see above). Smaller kernels would spend more on hand-offs than they gain,
+    and OpenBLAS's own threads sync faster for small products (measured: bench/RESULTS.md), so a run of
+    them is left to OpenBLAS."""
+    if _state["depth"] or num_threads() == 1 or not (worth_splitting(nodes) if worth is None else worth):
         yield
         return
     _state["depth"] += 1

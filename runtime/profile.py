@@ -40,6 +40,8 @@ class Profile:
         return self
 
     def __exit__(self, *exc):
+        for d in devices.all_devices():
+            d.flush_kernel_records()
         LOG.profiling -= 1
         added = LOG.since(self._start)
         self.transfers, self.kernels = added["transfers"], added["kernels"]

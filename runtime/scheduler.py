@@ -8,6 +8,7 @@ import threading
 import numpy as np
 
 from . import copies, devices, fusion, parallel
+from .backends.arena import OutOfDeviceMemory
 from .counters import COUNTERS
 from .graph import Node, pending_order
 from .locking import serialized
@@ -83,8 +84,9 @@ def _report(kind, backend, what, operands, buf):
 
 
 def _record(node, backend, start, label=None):
-    """While profiling: the kernel's record, with device time where the backend measures it."""
-    if LOG.profiling:
+    """While profiling: the kernel's record, with device time where the backend measures it (a device
+    with events writes it after its next wait, so profiling does not serialize the device)."""
+    if LOG.profiling and not backend.defer_kernel_record(node, start, label):
         backend.synchronize()
         measured = backend.kernel_seconds()
         LOG.kernel(node, backend.name, start, measured if measured is not None else now() - start, label=label)
@@ -188,6 +190,9 @@ def _run_on_device(node, operands, backend, launch=None):
                 backend.launch(node, args, out)
             else:
                 launch(args, out)
+        except OutOfDeviceMemory:  # a launch's temporaries could not be had: run it elsewhere
+            memory.give_back(out, node.nbytes)
+            return None
         except BaseException:
             memory.give_back(out, node.nbytes)
             raise

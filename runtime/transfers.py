@@ -88,8 +88,12 @@ class TransferLog:
         return self.kernel_count - len(self.kernels)
 
     def record(self, direction, buf, reason, device, start_s, duration_s):
-        rec = Transfer(self.transfer_count, direction, buf.nbytes, buf.node_id, buf.op, reason, device,
-                       start_s, duration_s)
+        return self.record_bytes(direction, buf.nbytes, buf.node_id, buf.op, reason, device, start_s, duration_s)
+
+    def record_bytes(self, direction, nbytes, node_id, op, reason, device, start_s, duration_s):
+        """A copy of bytes that are no node's value (a kernel's index grouping, a device status word);
+        `node_id`/`op` name what they belong to."""
+        rec = Transfer(self.transfer_count, direction, nbytes, node_id, op, reason, device, start_s, duration_s)
         self.transfer_count += 1
         self.records.append(rec)
         total = self.copies.get((direction, reason, device))
@@ -101,8 +105,11 @@ class TransferLog:
         return rec
 
     def kernel(self, node, backend, start_s, duration_s, label=None):
-        self.kernels.append(KernelLaunch(self.kernel_count, node.id, label or node.op, backend, node.shape,
-                                         str(node.dtype), start_s, duration_s))
+        self.kernel_record(node.id, label or node.op, backend, node.shape, str(node.dtype), start_s, duration_s)
+
+    def kernel_record(self, node_id, op, backend, shape, dtype, start_s, duration_s):
+        self.kernels.append(KernelLaunch(self.kernel_count, node_id, op, backend, shape, dtype, start_s,
+                                         duration_s))
         self.kernel_count += 1
         total = self.kernel_totals.get(backend)
         if total is None:
@@ -110,8 +117,8 @@ class TransferLog:
         total[0] += 1
         total[1] += duration_s
 
-    def hit(self, device):
-        self.operand_hits[device] = self.operand_hits.get(device, 0) + 1
+    def hit(self, device, n=1):
+        self.operand_hits[device] = self.operand_hits.get(device, 0) + n
 
     def miss(self, device):
         self.operand_misses[device] = self.operand_misses.get(device, 0) + 1

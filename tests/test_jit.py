@@ -352,3 +352,117 @@ def test_a_replayed_step_peaks_no_higher_in_device_memory_than_an_eager_step(vir
             peaks[compiled] = peak[0]  # the last step's: a replay for the compiled run
     assert fn.stats()["replayed"] == 2
     assert peaks[True] <= peaks[False], peaks
+
+
+def test_a_replay_on_cuda_launches_every_plain_device_kernel_from_prebuilt_arguments(cuda_device):
+    cuda_device(offload="always")
+    eager = _train(False)
+    cuda_device(offload="always")
+    compiled = _train(True)
+    _same(eager, compiled)
+    fn = compiled["fn"]
+    x, y = _batches(9)[8]
+    lt.reset_counters()
+    fn(lt.tensor(x), lt.tensor(y))  # one more replay, counted alone
+    counts = lt.counters()
+    # Only index kernels (embedding rows, the loss's target gather and scatter) and dropout's random
+    # kernels go through the executors; every other kernel of a replay is a prepared launch.
+    assert fn.stats()["replayed"] == 7
+    assert counts["prepared_kernels"] >= 0.8 * counts["kernels"], counts
+
+
+def test_a_planned_replay_mixing_host_and_device_kernels_computes_what_eager_steps_compute(cuda_device):
+    # Under the placement policy small kernels run on the host, and their results (0-d values among
+    # them: scalars of device launches) are patched into the prepared launches at each replay.
+    batches = _batches(6, batch=128)  # big enough for the policy to put most kernels on the device
+    cuda_device(offload="policy")
+    eager = _train(False, batches=batches)
+    cuda_device(offload="policy")
+    compiled = _train(True, batches=batches)
+    _same(eager, compiled)
+    assert lt.counters()["prepared_kernels"] > 0
+
+
+def test_a_replay_on_cuda_makes_the_copies_the_eager_step_makes(cuda_device):
+    logs = {}
+    for compiled in (False, True):
+        cuda_device(offload="always")
+        model, opt, sched, step = _setup()
+        fn = lt.jit(step) if compiled else step
+        for i, (x, y) in enumerate(_batches(4)):
+            x, y = lt.tensor(x), lt.tensor(y)  # uploaded by the step: the batch is the only copy up
+            lt.clear_transfer_log()
+            fn(x, y).item()
+            if i == 3:
+                logs[compiled] = [(r.direction, r.nbytes, r.reason) for r in lt.transfer_log()]
+    assert lt.counters()["prepared_kernels"] > 0
+    assert logs[True] == logs[False] and ("d2h", 4, "host-read:item") in logs[True]
+    # the batch is the only value that goes up (the scatters' index groupings go up too, logged as such)
+    assert [r for r in logs[True] if r[2] == "operand-upload"] == [("h2d", B * T * 8, "operand-upload")] * 2
+    assert {r[2] for r in logs[True]} == {"operand-upload", "index-grouping", "status-read", "host-read:item"}
+
+
+def test_a_planned_replay_peaks_no_higher_in_device_memory_than_an_eager_step(cuda_device):
+    peaks = {}
+    for compiled in (False, True):
+        memory = cuda_device(offload="always").memory
+        model, opt, sched, step = _setup()
+        fn = lt.jit(step) if compiled else step
+        for i, (x, y) in enumerate(_batches(4)):
+            x, y = lt.tensor(x).to("cuda"), lt.tensor(y).to("cuda")
+            with memory.watch_peak() as peak:
+                fn(x, y).item()
+            peaks[compiled] = peak[0]
+    assert lt.counters()["prepared_kernels"] > 0
+    assert peaks[True] <= peaks[False], peaks
+
+
+@settings(max_examples=6, deadline=None)
+@given(budget_kb=st.integers(min_value=48, max_value=2048))
+def test_planned_replays_under_any_memory_budget_compute_what_eager_steps_compute(budget_kb):
+    """Budgets below what a plan needs replay through the executors; above it, through the plan."""
+    results = []
+    for compiled in (False, True):
+        lt.set_device("cuda", driver="emulated", memory="64MB", offload="always")
+        lt.set_memory_budget(budget_kb * 1024)
+        results.append(_train(compiled, steps=5))
+    _same(*results)
+
+
+def test_a_replay_whose_device_memory_runs_out_midway_starts_over_and_computes_the_same():
+    results = []
+    for compiled in (False, True):
+        # The budget allows the plan, but the device itself is smaller: an allocation fails midway.
+        lt.set_device("cuda", driver="emulated", memory="48KB", offload="always")
+        lt.set_memory_budget("64MB")
+        results.append(_train(compiled, steps=5))
+    _same(*results)
+    assert lt.counters()["prepared_kernels"] == 0
+
+
+def test_a_replay_while_profiling_runs_through_the_executors_and_records_each_kernel(cuda_device):
+    cuda_device(offload="always")
+    model, opt, sched, step = _setup()
+    fn = lt.jit(step)
+    data = _batches(3)
+    for x, y in data[:2]:
+        fn(lt.tensor(x), lt.tensor(y))
+    lt.reset_counters()
+    with lt.profile() as prof:
+        fn(lt.tensor(data[2][0]), lt.tensor(data[2][1])).item()
+    assert fn.stats()["replayed"] == 1 and lt.counters()["prepared_kernels"] == 0
+    assert len(prof.kernels) == lt.counters()["kernels"]
+
+
+def test_a_device_with_barely_room_for_a_step_trains_with_its_own_bookkeeping_evicting_values():
+    """The status word the index kernels report into, and their index groupings, are allocated through
+    the memory manager: on a nearly full device they evict values (downloaded first) or run elsewhere,
+    instead of failing with an out-of-memory error from the driver."""
+    results = []
+    for memory in ("256MB", "64KB"):
+        lt.set_device("cuda", driver="emulated", memory=memory, offload="always")
+        lt.set_memory_budget("64MB")
+        results.append(_train(False, steps=3))
+    assert np.allclose(results[0]["losses"], results[1]["losses"], rtol=1e-4)
+    for a, b in zip(results[0]["params"], results[1]["params"]):
+        assert np.allclose(a, b, rtol=1e-4, atol=1e-6)

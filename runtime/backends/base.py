@@ -47,6 +47,14 @@ class HostBackend:
         """Time the last kernel took where the backend measures it itself (device events), else None."""
         return None
 
+    def defer_kernel_record(self, node, start, label):
+        """While profiling: keep the last kernel's record until its device time is known without
+        waiting (True), or leave it to the caller, who waits and records it now (False)."""
+        return False
+
+    def flush_kernel_records(self):
+        """Write the kernel records held back by `defer_kernel_record` (waiting for the device if any)."""
+
     def mem_info(self):
         """(free, total) bytes of this backend's memory, or None for host memory."""
         return None
@@ -63,7 +71,7 @@ class DeviceBackend(HostBackend):
     """
 
     is_host = False
-    status_reads = 0  # control reads of a device status word (not data: they are not in the transfer log)
+    status_reads = 0  # reads of a device status word (each is also a "status-read" record in the log)
 
     def raw_alloc(self, size):
         """A new block of at least `size` bytes (an object the backend understands), or raise MemoryError."""

@@ -28,6 +28,56 @@ def _grid(spec):
     return max(1, -(-spec.threads // BLOCK))
 
 
+class PreparedLaunch:
+    """One kernel launch whose argument lists are built once: `launch()` queues it as it stands, and a
+    replay changes an argument in place with `set_pointer(i, ptr)` / `set_scalar(j, value)`."""
+
+    __slots__ = ("driver", "fn", "spec", "ptrs", "scalars")
+
+    def __init__(self, driver, fn, spec, ptrs, scalars):
+        self.driver, self.fn, self.spec, self.ptrs, self.scalars = driver, fn, spec, list(ptrs), list(scalars)
+
+    def set_pointer(self, i, ptr):
+        self.ptrs[i] = ptr
+
+    def set_scalar(self, j, value):
+        self.scalars[j] = value
+
+    def launch(self):
+        self.driver.launch(self.fn, self.spec, self.ptrs, self.scalars)
+
+
+class _BindingsLaunch:
+    """A cuda-bindings launch from a parameter block built once: each argument lives in a one-element
+    array whose address the block holds, so changing an argument is one store."""
+
+    __slots__ = ("driver", "fn", "holders", "params", "dims", "kinds", "n_ptrs")
+
+    def __init__(self, driver, fn, spec, ptrs, scalars):
+        self.driver, self.fn, self.n_ptrs = driver, fn, len(ptrs)
+        self.kinds = [k for _, k in spec.scalars]
+        self.holders = [np.array([v]) for v in _arg_arrays([0] * len(ptrs), spec, [0] * len(scalars))]
+        self.params = np.array([h.ctypes.data for h in self.holders], dtype=np.uint64)
+        grid, block = getattr(spec, "grid", None) or (_grid(spec), 1, 1), getattr(spec, "block", None) or (BLOCK, 1, 1)
+        self.dims = (*grid, *block)
+        for i, p in enumerate(ptrs):
+            self.set_pointer(i, p)
+        for j, v in enumerate(scalars):
+            self.set_scalar(j, v)
+
+    def set_pointer(self, i, ptr):
+        if isinstance(ptr, int):  # a stand-in is replaced before the first launch
+            self.holders[i][0] = ptr
+
+    def set_scalar(self, j, value):
+        if isinstance(value, (int, float, np.number)):
+            self.holders[self.n_ptrs + j][0] = value if self.kinds[j] == "f" else int(value)
+
+    def launch(self):
+        d = self.driver
+        d._ok(d.cu.cuLaunchKernel(self.fn, *self.dims, 0, d.stream, self.params.ctypes.data, 0))
+
+
 class EmulatedDriver:
     """Host memory posing as device memory; kernels run as compiled C. Testing only, not acceleration."""
 
@@ -70,6 +120,9 @@ class EmulatedDriver:
 
     def launch(self, fn, spec, ptrs, scalars):
         fn(ptrs, scalars)
+
+    def prepare(self, fn, spec, ptrs, scalars):
+        return PreparedLaunch(self, fn, spec, ptrs, scalars)
 
     def synchronize(self):
         pass
@@ -159,6 +212,9 @@ class CudaBindingsDriver:
         grid, block = getattr(spec, "grid", None) or (_grid(spec), 1, 1), getattr(spec, "block", None) or (BLOCK, 1, 1)
         self._ok(self.cu.cuLaunchKernel(fn, *grid, *block, 0, self.stream, params.ctypes.data, 0))
 
+    def prepare(self, fn, spec, ptrs, scalars):
+        return _BindingsLaunch(self, fn, spec, ptrs, scalars)
+
     def synchronize(self):
         self._ok(self.cu.cuStreamSynchronize(self.stream))
         self._keep.clear()
@@ -230,6 +286,9 @@ class PycudaDriver:
         grid = getattr(spec, "grid", None) or (_grid(spec), 1, 1)
         block = getattr(spec, "block", None) or (BLOCK, 1, 1)
         fn(*values, grid=grid[:2] if grid[2] == 1 else grid, block=block, stream=self.stream)
+
+    def prepare(self, fn, spec, ptrs, scalars):
+        return PreparedLaunch(self, fn, spec, ptrs, scalars)
 
     def synchronize(self):
         self.stream.synchronize()

@@ -3,12 +3,14 @@
 The driver (runtime/backends/cuda_driver.py: pycuda, cuda-bindings, or the C-emulated driver) owns
 memory, copies, compilation and launches; this class owns residency (DeviceMemory), the policy and
 the lowering of nodes to kernels. Launches are queued on one stream and never wait; a download waits
-for the stream, and only then are the per-launch temporaries (scatter groupings) freed.
+for the stream, and only then are the per-launch temporaries (scatter groupings, allocated from the
+budget) freed.
 
 Index kernels whose indices exist only on the device check bounds themselves and report a bad index
-in a 16-byte status buffer; after a wait that follows such a launch the backend reads that word (a
-control read, not a data transfer: it is counted in `status_reads`, not in the transfer log) and
-raises IndexError at the host read, the way PyTorch reports device-side assertions.
+in a 16-byte status buffer; after a wait that follows such a launch the backend reads that word
+(logged as a "status-read" copy and counted in `status_reads`) and raises IndexError at the host
+read, the way PyTorch reports device-side assertions. Every copy the driver makes is in the transfer
+log, those of index groupings and of the status word included.
 """
 import weakref
 
@@ -18,7 +20,8 @@ from ...kernels.gpu import elementwise as gew
 from ...kernels.ops import OPS
 from ..memory import DeviceMemory, PinnedPool
 from ..policy import CUDA_THRESHOLDS, accepts_group
-from ..transfers import LOG
+from ..transfers import LOG, now
+from .arena import OutOfDeviceMemory
 from .base import DeviceBackend
 from .lowering import OUT, STATUS, LoweringDevice, lower, scalar_values
 
@@ -55,6 +58,7 @@ class KernelDevice(LoweringDevice, DeviceBackend):
         self._temps = []
         self._status, self._checks, self.status_reads = None, [], 0
         self._events = None  # (start, end) CUDA events around the last node's launches, while profiling
+        self._held = []  # kernel records waiting for their events (written after the next wait)
         self.memory = DeviceMemory(self)
 
     # ---- memory -----------------------------------------------------------------------------------
@@ -86,6 +90,23 @@ class KernelDevice(LoweringDevice, DeviceBackend):
         self._events = None
         return self.driver.elapsed_ms(start, end) / 1e3
 
+    def defer_kernel_record(self, node, start, label):
+        if self._events is None:  # a driver without events: times are host times, taken at once
+            return False
+        self._held.append((node.id, label or node.op, node.shape, str(node.dtype), start, self._events))
+        self._events = None
+        return True
+
+    def flush_kernel_records(self):
+        if self._held:  # a wait for the events only: a bad index stays for the next host read to report
+            self.driver.synchronize()
+            self._write_held_records()
+
+    def _write_held_records(self):
+        held, self._held = self._held, []
+        for node_id, op, shape, dtype, start, (begin, end) in held:
+            LOG.kernel_record(node_id, op, self.name, shape, dtype, start, self.driver.elapsed_ms(begin, end) / 1e3)
+
     def download(self, block, out):
         measured = self.driver.download(out, block.ptr)
         self._after_wait()
@@ -97,30 +118,61 @@ class KernelDevice(LoweringDevice, DeviceBackend):
 
     def _after_wait(self):
         self._free_temps()
+        if self._held:
+            self._write_held_records()
         if self._checks:
             checks, self._checks = self._checks, []
             word = np.zeros(2, np.int64)
-            self.driver.download(word, self._status)
+            start = now()
+            self.driver.download(word, self._status.ptr)
+            LOG.record_bytes("d2h", word.nbytes, -1, "status", "status-read", self.name, start, now() - start)
             self.status_reads += 1
             if word[0]:
-                self.driver.upload(self._status, np.zeros(2, np.int64))
+                self._reset_status()
                 op, axis, size = checks[int(word[0]) - 1]
                 raise IndexError(f"{op}: index {int(word[1])} is out of range for dimension {axis} with size "
                                  f"{size} (found by a device kernel; reported at this host read)")
 
     def _status_buffer(self):
         if self._status is None:
-            self._status = self.driver.alloc(16)
-            self.driver.upload(self._status, np.zeros(2, np.int64))
-        return self._status
+            self._status = self.memory.reserve(16)
+            self._reset_status()
+        return self._status.ptr
+
+    def _reset_status(self):
+        zero, start = np.zeros(2, np.int64), now()
+        self.driver.upload(self._status.ptr, zero)
+        LOG.record_bytes("h2d", zero.nbytes, -1, "status", "status-reset", self.name, start, now() - start)
 
     def mem_info(self):
         return self.driver.mem_get_info()
 
     def _free_temps(self):
-        for ptr in self._temps:
-            self.driver.free(ptr)
+        for block, nbytes in self._temps:
+            self.memory.give_back(block, nbytes)
         self._temps.clear()
+
+    def _upload_temporaries(self, node, launches):
+        """Device copies of the host arrays `launches` read (index groupings), taken from the budget
+        and logged; {id(array): pointer}. Raises OutOfDeviceMemory, before any is uploaded, when the
+        memory cannot be had (the scheduler then runs the node elsewhere)."""
+        arrays = [o for launch in launches for o in launch.operands if isinstance(o, np.ndarray)]
+        blocks = []
+        for a in arrays:
+            block = self.memory.allocate(max(a.nbytes, 1))
+            if block is None:
+                for b, n in blocks:
+                    self.memory.give_back(b, n)
+                raise OutOfDeviceMemory(a.nbytes)
+            blocks.append((block, max(a.nbytes, 1)))
+        ptrs = {}
+        for a, (block, nbytes) in zip(arrays, blocks):
+            start = now()
+            self.driver.upload(block.ptr, np.ascontiguousarray(a))
+            LOG.record_bytes("h2d", a.nbytes, node.id, node.op, "index-grouping", self.name, start, now() - start)
+            self._temps.append((block, nbytes))  # freed at the next wait, when the launch has read it
+            ptrs[id(a)] = block.ptr
+        return ptrs
 
     # ---- policy and launch --------------------------------------------------------------------------
     def lower(self, node, operands):
@@ -134,21 +186,10 @@ class KernelDevice(LoweringDevice, DeviceBackend):
 
     def launch(self, node, args, out_block):
         launches = self.planned_launches(node, args)
+        temps = self._upload_temporaries(node, launches)
         start = self.driver.event() if self._timing() else None
         for launch in launches:
-            ptrs = []
-            for operand in launch.operands:
-                if operand is OUT:
-                    ptrs.append(out_block.ptr)
-                elif operand is STATUS:
-                    ptrs.append(self._status_buffer())
-                elif isinstance(operand, np.ndarray):
-                    ptr = self.driver.alloc(max(operand.nbytes, 1))
-                    self._temps.append(ptr)
-                    self.driver.upload(ptr, operand)
-                    ptrs.append(ptr)
-                else:
-                    ptrs.append(args[operand].ptr)
+            ptrs = [self._pointer(operand, args, out_block.ptr, temps) for operand in launch.operands]
             tag = 0
             if launch.check is not None:
                 self._checks.append(launch.check)
@@ -158,6 +199,31 @@ class KernelDevice(LoweringDevice, DeviceBackend):
         if start is not None:
             self._events = (start, self.driver.event())
 
+    def _pointer(self, operand, args, out_ptr, temps=None):
+        if operand is OUT:
+            return out_ptr
+        if operand is STATUS:
+            return self._status_buffer()
+        if isinstance(operand, np.ndarray):  # a host grouping this launch alone reads: a temporary
+            return temps[id(operand)]
+        return args[operand].ptr
+
+    def launch_calls(self, node, launches, args, out_ptr):
+        """`launches` of `node` as driver calls (function, spec, pointers, scalars) for a replay that
+        launches them itself (runtime/launch_plan.py), or None when one needs per-call work (a host
+        temporary, a device index check). `args` may stand in for values: a device operand's `ptr`, a
+        0-d operand's `item()`."""
+        if any(launch.check is not None or not all(o is OUT or isinstance(o, int) for o in launch.operands)
+               for launch in launches):
+            return None
+        return [(self._function(launch.spec), launch.spec,
+                 [self._pointer(operand, args, out_ptr) for operand in launch.operands],
+                 scalar_values(launch, node, args) if launch.scalars else [])
+                for launch in launches]
+
+    def prepare(self, call):
+        """A driver launch of `call` (from launch_calls or group_call) whose arguments are built once."""
+        return self.driver.prepare(*call)
 
     # ---- fused elementwise groups (runtime/fusion.py) ------------------------------------------------
     def accepts_group(self, group, operands):
@@ -172,6 +238,13 @@ class KernelDevice(LoweringDevice, DeviceBackend):
     def launch_group(self, group, args, out_block):
         """Launch the fused group: `args` are the inputs' device arrays, then the 0-d parameter nodes'
         values (host arrays become scalars, device arrays stay buffers)."""
+        start = self.driver.event() if self._timing() else None
+        self.driver.launch(*self.group_call(group, args, out_block.ptr))
+        if start is not None:
+            self._events = (start, self.driver.event())
+
+    def group_call(self, group, args, out_ptr):
+        """The fused group's driver call (function, spec, pointers, scalars); `args` as for launch_group."""
         inputs, node_params = args[:len(group.inputs)], iter(args[len(group.inputs):])
         param_buffers, values, ptrs = [], [], []
         for p in group.params:
@@ -181,11 +254,6 @@ class KernelDevice(LoweringDevice, DeviceBackend):
             if on_device:
                 ptrs.append(value.ptr)
             else:
-                values.append(value.item() if isinstance(value, np.ndarray) else value)
+                values.append(value.item() if hasattr(value, "item") else value)
         spec = gew.fused(group.root.shape, group.recipe, [a.shape for a in inputs], param_buffers)
-        start = self.driver.event() if self._timing() else None
-        buffers = [out_block.ptr] + [a.ptr for a in inputs] + ptrs
-        self.driver.launch(self._function(spec), spec, buffers, values)
-        if start is not None:
-            self._events = (start, self.driver.event())
-
+        return self._function(spec), spec, [out_ptr] + [a.ptr for a in inputs] + ptrs, values
