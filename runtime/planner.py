@@ -5,7 +5,9 @@ backend of the chain that can run each node), asked without side effects (`can_r
 Operands are stand-ins (`PlannedValue`) whose residency follows the plan: a value a device computes is
 on that device only, an uploaded or downloaded value is on both sides. The plan assumes memory can be
 had: under a budget the run may also evict, or move a kernel down the chain when a device cannot get
-memory, and the transfer log then shows what happened instead.
+memory, and the transfer log then shows what happened instead. The copies are those of values; a
+device's own bookkeeping copies (a scatter's index groupings, its status word: reasons
+`index-grouping`, `status-read`, `status-reset`) are in the transfer log only.
 """
 import numpy as np
 
@@ -77,7 +79,8 @@ class Item:
 
 
 class Plan:
-    """The kernels a realization would run, in order (`items`), and every copy they need (`copies`)."""
+    """The kernels a realization would run, in order (`items`), and every copy of a value they need
+    (`copies`)."""
 
     def __init__(self, items):
         self.items = items

@@ -33,13 +33,16 @@ def is_param(buf):
 
 def family(node, operands):
     """The threshold that applies (the op record's `policy`): matmul, gemv, transcendental, broadcast,
-    reduce, fill, copy; elementwise ops over operands of different shapes are broadcasts."""
+    reduce, fill, copy; elementwise ops over operands of different shapes are broadcasts, and a plain
+    matrix transpose is a copy."""
     fam = OPS[node.op].policy
     if fam == "matmul":
         ranks = sorted((len(operands[0].shape), len(operands[1].shape)))
         return "gemv" if ranks == [1, 2] else "matmul"
     if fam == "shaped":
         return "broadcast" if len({b.shape for b in operands if not is_param(b)}) > 1 else "copy"
+    if node.op == "permute" and len(node.shape) == 2:
+        return "copy"  # a plain matrix transpose: at memory speed on the CPU (axis-list transposes are not)
     return fam
 
 
@@ -86,6 +89,19 @@ def _residency_says_yes(backend, operands):
     return False
 
 
+EXPANSION = 8
+
+
+def _expands(backend, node, operands, table):
+    """A copy whose result is at least EXPANSION times the bytes it must upload, and as big as a
+    broadcast the device takes: a scatter making a cross-entropy or embedding gradient from a batch's
+    indices. Run on the host, its result would be uploaded whole for the device kernels that read it."""
+    if node.size < table["broadcast"]:
+        return False
+    upload = sum(b.nbytes for b in operands if not is_param(b) and not (b.on_device and b.backend is backend))
+    return upload * EXPANSION <= node.nbytes
+
+
 def accepts(backend, node, operands, remember=True):
     """Whether `backend` (a device) should run `node`, given its operands' buffers (or their planned
     stand-ins); `remember=False` asks without recording a first gemv offer."""
@@ -97,7 +113,7 @@ def accepts(backend, node, operands, remember=True):
         return True
     fam = family(node, operands)
     if fam == "copy":
-        return False
+        return _expands(backend, node, operands, table)
     if fam == "matmul":
         return _matmul_work(node, operands) >= table["matmul"]
     if fam == "gemv":

@@ -80,3 +80,9 @@ def test_rendering_a_float64_kernel_for_metal_is_refused():
     spec = gred.axis_reduce("sum", (4, 5), "float64", (1,), "float64")
     with pytest.raises(TypeError, match="metal has no float64"):
         render(spec, METAL)
+
+
+def test_matrix_vector_and_skinny_products_take_the_one_thread_per_output_kernel_not_the_tiles():
+    assert tiled_matmul((), 1, 512, 4096, (0,), (0,), "float32") is None       # a row vector times a matrix
+    assert tiled_matmul((), 4096, 512, 8, (0,), (0,), "float32") is None       # 8 columns: 56 of 64 idle
+    assert tiled_matmul((), 64, 512, 64, (0,), (0,), "float32") is not None

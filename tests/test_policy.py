@@ -38,6 +38,14 @@ def test_broadcasts_and_transposes_decline_under_32768_result_elements(dev):
     assert _ran_on_device(lt.tensor(big).permute(2, 0, 1).contiguous())
 
 
+def test_a_plain_matrix_transpose_is_a_copy_that_declines_unless_its_operand_is_resident(dev):
+    m = np.ones((256, 256), np.float32)  # 65536 elements: past the broadcast threshold
+    assert not _ran_on_device(lt.tensor(m).T.contiguous())
+    assert lt.transfer_log() == []
+    resident = lt.tensor(m).exp().realize()
+    assert _ran_on_device(resident.T.contiguous())
+
+
 def test_axis_reductions_need_131072_inputs_and_256_slices(dev):
     assert not _ran_on_device(lt.tensor(np.ones((256, 256), np.float32)).sum(1))      # 65536 inputs
     assert not _ran_on_device(lt.tensor(np.ones((8, 32768), np.float32)).sum(1))      # 8 slices
@@ -88,3 +96,15 @@ def test_creation_ops_fill_on_the_device_from_8192_elements(dev):
 
 def test_the_virtual_device_uses_the_cuda_table(dev):
     assert dev.thresholds is CUDA_THRESHOLDS
+
+
+def test_a_copy_whose_result_is_eight_times_what_it_uploads_runs_on_the_device(dev):
+    # The cross-entropy gradient: a one-hot scatter of (B*T,) targets into (B*T, V) rows.
+    rows, vocab = 512, 65
+    g = lt.tensor(np.ones((rows, 1), np.float32))
+    idx = lt.tensor(np.arange(rows).reshape(rows, 1) % vocab)
+    out = lt.tensor(np.zeros((rows, vocab), np.float32)).scatter_add(1, idx, g)
+    assert _ran_on_device(out)
+    small = lt.tensor(np.zeros((8, vocab), np.float32)).scatter_add(
+        1, lt.tensor(np.arange(8).reshape(8, 1)), lt.tensor(np.ones((8, 1), np.float32)))
+    assert not _ran_on_device(small)  # too small for the device

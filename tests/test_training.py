@@ -62,6 +62,21 @@ def test_a_step_on_the_virtual_device_moves_only_the_batch_and_the_losses_read(v
     assert all(p.residency in (lt.Residency.DEVICE, lt.Residency.BOTH) for p in params)
 
 
+def test_a_step_on_the_virtual_device_without_to_uploads_little_more_than_the_batch(virtual, data):
+    # Code written as usual: the device selected, the batch left on the host (no .to): the targets'
+    # one-hot gradient is made on the device from the uploaded targets, not uploaded whole.
+    virtual(memory="1GiB")
+    lt.manual_seed(0)
+    model, opt, _ = build(TrainConfig(steps=10), data)
+    params = list(model.parameters())
+    for step in range(3):
+        lt.clear_transfer_log()
+        x, y = data.batch("train", 16, 64)
+        train_step(model, opt, params, x, y, 1.0).item()
+    uploaded = sum(r.nbytes for r in lt.transfer_log() if r.direction == "h2d")
+    assert uploaded <= 2 * (x.nbytes + y.nbytes), [(r.op, r.nbytes) for r in lt.transfer_log()]
+
+
 def test_the_training_command_runs_and_writes_a_png_and_a_checkpoint(tmp_path):
     png, ckpt = tmp_path / "loss.png", tmp_path / "model.npz"
     out = subprocess.run([sys.executable, "-m", "lazytensor", "train", "--steps", "4", "--log-every", "2",

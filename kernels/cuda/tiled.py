@@ -50,9 +50,11 @@ class TiledMatmul:
 
 @cached
 def tiled_matmul(batch, n, k, m, a_strides, b_strides, dtype):
-    """The tiled kernel for float32 products big enough to fill tiles; None otherwise (naive kernel)."""
+    """The tiled kernel for float32 products big enough to fill its 64x64 tiles; None otherwise (the
+    one-thread-per-output kernel): fewer than 4096 outputs, a side under 16 (a matrix-vector product
+    would leave 63 of 64 rows of each tile idle), or more than 65535 stacked products (grid z)."""
     if dtype != "float32" or settings.get("cuda_matmul") == "naive":
         return None
-    if n * m < 4096 or int(np.prod(batch, dtype=np.int64)) > 65535:
-        return None  # small products: the one-thread-per-output kernel; grid z is limited to 65535
+    if n * m < 4096 or min(n, m) < 16 or int(np.prod(batch, dtype=np.int64)) > 65535:
+        return None
     return TiledMatmul(batch, n, k, m, a_strides, b_strides)
