@@ -237,7 +237,7 @@ class Program:
             return False
         start = list(slots)
         try:
-            plan.run(slots, lambda step, operands: _execute(step, operands, stream0, self.chain))
+            plan.run(slots, lambda step, operands: _execute(step, operands, stream0, self.chain), stream0)
         except launch_plan.NoMemory:
             slots[:] = start  # start over through the executors: nothing the plan made is kept
             return False

@@ -12,8 +12,9 @@ work once, at the first replay:
   memory for the duration of the replay and given back after it, so their pointers never change and the
   budget sees them; internal values have no Buffer at all;
 - every other value a prepared launch reads or writes (a bound parameter, a step's output, the result of
-  a step the plan does not launch itself: index kernels, random kernels, host kernels) is a Buffer as
-  in the eager run, resolved once per replay and patched into the launches that use it.
+  a step the plan does not launch itself: index kernels, host kernels) is a Buffer as in the eager
+  run, resolved once per replay and patched into the launches that use it; random kernels get their
+  fresh streams' RNG key words patched in.
 
 A replay the plan cannot promise to fit in the memory budget, or one run while profiling, goes through
 the generic executors instead; so does one whose device memory runs out midway (it starts over: nothing
@@ -22,7 +23,8 @@ run on the same values in the same order.
 """
 import collections
 
-from . import copies
+from . import copies, rng
+from .backends.lowering import rng_key_patches, rng_key_words
 from .memory import bucket
 from .residency import Buffer
 from .transfers import LOG
@@ -64,7 +66,7 @@ def _calls(step, device):
     """The driver calls of a step the plan launches itself, or None (the executors run it)."""
     if step.backend is not device or step.kind not in ("node", "device_group"):
         return None
-    if step.kind == "node" and (step.launches is None or step.stream is not None or step.host_copy):
+    if step.kind == "node" and (step.launches is None or step.host_copy):
         return None
     args = [_Stand(s) if param else _StandArray(s, shape, dtype)
             for s, param, shape, dtype in zip(step.ins, step.params, step.shapes, step.dtypes)]
@@ -136,6 +138,10 @@ class LaunchPlan:
                         self._value_uses[v.slot].append((p, j))
                 prepared[k].append(p)
                 self.launches += 1
+        # Random kernels: their RNG key words, patched at each replay for its fresh streams.
+        self._random = [(steps[k].stream, [(prepared[k][i], j, word)
+                                           for i, j, word in rng_key_patches(steps[k].launches)])
+                        for k in calls if steps[k].stream is not None]
         self._internal_uses = sum(len(self._ptr_uses[s]) for s in internal)
         used = set(self._ptr_uses) | set(self._value_uses)
         produced = {step.out for step in steps}
@@ -175,11 +181,16 @@ class LaunchPlan:
             self._pinned_bytes = sum(bucket(slots[s].nbytes) for s in self._inputs if s in self._ptr_uses)
         return self.fixed_bytes + self._pinned_bytes <= self.memory.budget
 
-    def run(self, slots, execute):
-        """Replay into `slots` (the external values already in place); raises NoMemory when the device
-        memory runs out (nothing the replay made is kept)."""
+    def run(self, slots, execute, stream0):
+        """Replay into `slots` (the external values already in place), random kernels drawing from
+        streams `stream0` + their offset; raises NoMemory when the device memory runs out (nothing the
+        replay made is kept)."""
         self._slots, self._execute, self._pins, self._made = slots, execute, {}, set()
         self._hits = self._internal_uses
+        for offset, patches in self._random:
+            words = rng_key_words(rng.DEFAULT.seed, stream0 + offset)
+            for p, j, word in patches:
+                p.set_scalar(j, words[word])
         try:
             for s in self._inputs:  # pinned first: allocating scratch must not evict them
                 self._resolve(s, slots[s])

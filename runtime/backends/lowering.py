@@ -53,6 +53,18 @@ def scalar_values(launch, node, args, tag=0):
     return values
 
 
+def rng_key_patches(launches):
+    """(launch index, scalar index, key word) of every RNG key word among `launches`' scalars: what a
+    compiled replay changes for a fresh random stream (runtime/launch_plan.py)."""
+    return [(i, j, source[1]) for i, launch in enumerate(launches)
+            for j, source in enumerate(launch.scalars) if source[0] == "key"]
+
+
+def rng_key_words(seed, stream):
+    """The words of the RNG key for (seed, stream), as the launches take them."""
+    return grand.key_scalars(seed, stream)
+
+
 _dt = dtype_name
 _KERNEL_DTYPES = frozenset(np.dtype(t) for t in ("float32", "float64", "int32", "int64", "bool"))
 
