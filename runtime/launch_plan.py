@@ -113,15 +113,13 @@ class LaunchPlan:
         for k in calls:
             s = steps[k].out
             if s not in keep and s not in as_value and all(r in calls for r in readers[s]):
-                node = steps[k].what.root if steps[k].kind == "device_group" else steps[k].what
-                internal[s] = (-(-max(node.nbytes, 1) // ALIGN) * ALIGN, k, max(readers[s], default=k))
+                internal[s] = (-(-max(_node(steps[k]).nbytes, 1) // ALIGN) * ALIGN, k, max(readers[s], default=k))
         last = len(steps) - 1
         externals = [(bucket(max(_node(step).nbytes, 1)), k,
                       last if step.out in keep else max(readers[step.out], default=k))
                      for k, step in enumerate(steps) if step.kind != "view" and step.out not in internal]
         self._chunks = _chunks(internal, externals, len(steps), program.peak_added, replay_peak)
-        self.scratch_bytes = sum(chunk.size for chunk in self._chunks)
-        self.kernels, self.launches = len(calls), 0
+        self.kernels = len(calls)
         # Where each slot's pointer / value goes: (prepared launch, argument index).
         self._ptr_uses, self._value_uses = collections.defaultdict(list), collections.defaultdict(list)
         prepared = {}
@@ -137,7 +135,6 @@ class LaunchPlan:
                     if isinstance(v, _Stand):
                         self._value_uses[v.slot].append((p, j))
                 prepared[k].append(p)
-                self.launches += 1
         # Random kernels: their RNG key words, patched at each replay for its fresh streams.
         self._random = [(steps[k].stream, [(prepared[k][i], j, word)
                                            for i, j, word in rng_key_patches(steps[k].launches)])

@@ -339,17 +339,23 @@ def test_replays_under_any_memory_budget_compute_what_eager_steps_compute(budget
     _same(*results)  # evictions differ (a replay holds fewer values alive); the values may not
 
 
-def test_a_replayed_step_peaks_no_higher_in_device_memory_than_an_eager_step(virtual):
+def _peaks(start, device):
+    """Device memory peak of the 4th step (a replay when compiled), eager and compiled, and the last fn."""
     peaks = {}
     for compiled in (False, True):
-        memory = virtual(offload="always").memory
+        memory = start(offload="always").memory
         model, opt, sched, step = _setup()
         fn = lt.jit(step) if compiled else step
         for i, (x, y) in enumerate(_batches(4)):
-            x, y = lt.tensor(x).to("virtual"), lt.tensor(y).to("virtual")
+            x, y = lt.tensor(x).to(device), lt.tensor(y).to(device)
             with memory.watch_peak() as peak:
                 fn(x, y).item()
-            peaks[compiled] = peak[0]  # the last step's: a replay for the compiled run
+            peaks[compiled] = peak[0]
+    return peaks, fn
+
+
+def test_a_replayed_step_peaks_no_higher_in_device_memory_than_an_eager_step(virtual):
+    peaks, fn = _peaks(virtual, "virtual")
     assert fn.stats()["replayed"] == 2
     assert peaks[True] <= peaks[False], peaks
 
@@ -404,16 +410,7 @@ def test_a_replay_on_cuda_makes_the_copies_the_eager_step_makes(cuda_device):
 
 
 def test_a_planned_replay_peaks_no_higher_in_device_memory_than_an_eager_step(cuda_device):
-    peaks = {}
-    for compiled in (False, True):
-        memory = cuda_device(offload="always").memory
-        model, opt, sched, step = _setup()
-        fn = lt.jit(step) if compiled else step
-        for i, (x, y) in enumerate(_batches(4)):
-            x, y = lt.tensor(x).to("cuda"), lt.tensor(y).to("cuda")
-            with memory.watch_peak() as peak:
-                fn(x, y).item()
-            peaks[compiled] = peak[0]
+    peaks, _ = _peaks(cuda_device, "cuda")
     assert lt.counters()["prepared_kernels"] > 0
     assert peaks[True] <= peaks[False], peaks
 
