@@ -7,7 +7,8 @@ work once, at the first replay:
 
 - each device kernel of the program becomes a prepared driver launch (`KernelDevice.launch_calls`,
   `group_call`, `prepare`): a replay calls it with no further Python than the call;
-- values produced and consumed only by such kernels ("internal") get fixed offsets in one scratch block
+- values produced and consumed only by such kernels ("internal"), and the Scratch blocks a node's
+  kernels share (a blocked sum's partials), get fixed offsets in one scratch block
   (greedy by size over their lifetimes, as TFLite's arena planner does), allocated from the device's
   memory for the duration of the replay and given back after it, so their pointers never change and the
   budget sees them; internal values have no Buffer at all;
@@ -62,8 +63,10 @@ def supports(device):
     return hasattr(device, "launch_calls")
 
 
-def _calls(step, device):
-    """The driver calls of a step the plan launches itself, or None (the executors run it)."""
+def _calls(k, step, device, scratch):
+    """The driver calls of step `k` if the plan launches it itself, or None (the executors run it).
+    A Scratch block its launches share becomes an internal value of its own, living for that step:
+    scratch[("scratch", k, n)] = its bytes."""
     if step.backend is not device or step.kind not in ("node", "device_group"):
         return None
     if step.kind == "node" and (step.launches is None or step.host_copy):
@@ -71,7 +74,16 @@ def _calls(step, device):
     args = [_Stand(s) if param else _StandArray(s, shape, dtype)
             for s, param, shape, dtype in zip(step.ins, step.params, step.shapes, step.dtypes)]
     if step.kind == "node":
-        return device.launch_calls(step.what, step.launches, args, _Stand(step.out))
+        mine = {}
+
+        def stand(operand):
+            key = ("scratch", k, len(mine))
+            mine[key] = operand.nbytes
+            return _Stand(key)
+        calls = device.launch_calls(step.what, step.launches, args, _Stand(step.out), stand)
+        if calls is not None:
+            scratch.update(mine)
+        return calls
     return [device.group_call(step.what, args, _Stand(step.out))]
 
 
@@ -95,13 +107,18 @@ def _offsets(intervals):
     return offsets, total
 
 
+def _aligned(nbytes):
+    return -(-max(nbytes, 1) // ALIGN) * ALIGN
+
+
 class LaunchPlan:
     """The prepared launches of one Program on one device, the scratch layout, and the actions of a
     replay in order. `run(slots, execute)` replays; `execute(k, operands)` runs step k the generic way."""
 
     def __init__(self, program, device, replay_peak=None):
         steps, self.device, self.memory = program.steps, device, device.memory
-        calls = {k: c for k, step in enumerate(steps) if (c := _calls(step, device)) is not None}
+        scratch = {}
+        calls = {k: c for k, step in enumerate(steps) if (c := _calls(k, step, device, scratch)) is not None}
         keep = set(program.outputs)
         readers, as_value = collections.defaultdict(list), set()
         for k, step in enumerate(steps):
@@ -113,7 +130,9 @@ class LaunchPlan:
         for k in calls:
             s = steps[k].out
             if s not in keep and s not in as_value and all(r in calls for r in readers[s]):
-                internal[s] = (-(-max(_node(steps[k]).nbytes, 1) // ALIGN) * ALIGN, k, max(readers[s], default=k))
+                internal[s] = (_aligned(_node(steps[k]).nbytes), k, max(readers[s], default=k))
+        for key, nbytes in scratch.items():
+            internal[key] = (_aligned(nbytes), key[1], key[1])
         last = len(steps) - 1
         externals = [(bucket(max(_node(step).nbytes, 1)), k,
                       last if step.out in keep else max(readers[step.out], default=k))
@@ -139,8 +158,8 @@ class LaunchPlan:
         self._random = [(steps[k].stream, [(prepared[k][i], j, word)
                                            for i, j, word in rng_key_patches(steps[k].launches)])
                         for k in calls if steps[k].stream is not None]
-        self._internal_uses = sum(len(self._ptr_uses[s]) for s in internal)
-        used = set(self._ptr_uses) | set(self._value_uses)
+        self._internal_uses = sum(len(self._ptr_uses[s]) for s in internal if s not in scratch)
+        used = (set(self._ptr_uses) | set(self._value_uses)) - set(scratch)
         produced = {step.out for step in steps}
         # Values from outside the program (bound, dynamic, constants) that prepared launches use.
         self._inputs = [s for s in sorted(used) if s not in produced]

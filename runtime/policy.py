@@ -6,10 +6,11 @@ Declining is not an error: the kernel runs on the next backend of the chain.
 
 The CUDA values are the measurements of the system this design comes from (NVIDIA GB10) and still
 have to be re-measured on our own hardware; the virtual device uses the CUDA table so that its
-transfer log rehearses a CUDA run. Metal's values are the seed's where it gives them; `fill` and the
-reduction limits are not measured for Metal and are scaled by its ~5x higher round trip.
+transfer log rehearses a CUDA run. Metal's values are the seed's where it gives them; `fill` is not
+measured for Metal and is scaled by its ~5x higher round trip.
 """
 from ..kernels.ops import OPS
+from ..kernels.reference.reduce import BLOCK_SPAN
 
 CUDA_THRESHOLDS = {
     "matmul": 131072,          # n*m*p (batch*n*m*p for stacked products), ~51^3
@@ -20,9 +21,12 @@ CUDA_THRESHOLDS = {
     "reduce_slices": 256,      # ... and its number of output slices
     "fill": 8192,              # elements generated on the device (RNG fills, full/arange/linspace/eye)
 }
+# Metal takes no reduction under the policy (None): its float32 folds cannot give the float64 fold's
+# bits, and the seed measured amax/amin there as a tie. Nothing is resident on Metal, so no operand
+# ever makes one a member either; offload="always" still runs them (Kahan-compensated, docs/NUMERICS.md).
 METAL_THRESHOLDS = {
     "matmul": 4194304, "gemv": 2097152, "transcendental": 131072, "broadcast": 262144,
-    "reduce_input": 655360, "reduce_slices": 1280, "fill": 40960,
+    "reduce_input": None, "reduce_slices": None, "fill": 40960,
 }
 
 
@@ -89,6 +93,22 @@ def _residency_says_yes(backend, operands):
     return False
 
 
+RESIDENT_REDUCE_SLICES = 32
+
+
+def _long_serial_fold(node, operands):
+    """A reduction with fewer than 32 output slices whose device kernel would be one thread per slice
+    folding more than BLOCK_SPAN elements (variances, products, extremes, arg-extremes: float sums and
+    means fold in parallel partials instead). Declined even when its operand is resident: one GPU
+    thread walking a long slice is slower than downloading it."""
+    if node.size >= RESIDENT_REDUCE_SLICES:
+        return False
+    x = operands[0]
+    if x.nbytes // x.dtype.itemsize <= BLOCK_SPAN * max(node.size, 1):
+        return False
+    return not (node.op in ("sum", "mean") and x.dtype.kind == "f")
+
+
 EXPANSION = 8
 
 
@@ -109,9 +129,11 @@ def accepts(backend, node, operands, remember=True):
     if forced is not None:
         return forced == backend.name
     table = backend.thresholds
+    fam = family(node, operands)
+    if fam == "reduce" and _long_serial_fold(node, operands):
+        return False
     if _residency_says_yes(backend, operands):
         return True
-    fam = family(node, operands)
     if fam == "copy":
         return _expands(backend, node, operands, table)
     if fam == "matmul":
@@ -119,6 +141,8 @@ def accepts(backend, node, operands, remember=True):
     if fam == "gemv":
         return _gemv(backend, node, operands, table["gemv"], remember)
     if fam == "reduce":
+        if table["reduce_input"] is None:
+            return False
         return operands[0].nbytes // operands[0].dtype.itemsize >= table["reduce_input"] and \
             node.size >= table["reduce_slices"]
     return node.size >= table[fam]

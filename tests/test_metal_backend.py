@@ -105,6 +105,28 @@ def test_float64_and_ops_defined_in_float64_stay_on_the_cpu(rng):
 
 
 @pytest.mark.skipif(REAL, reason="counts launches through the stand-in")
+def test_the_metal_policy_offers_no_reduction_at_any_size(rng):
+    _metal(offload="policy")
+    big = lt.tensor(rng.random((2048, 1024)).astype(np.float32))
+    for t in (big.sum(1), big.mean(0), big.amax(1), big.var(1), big.argmax(1)):
+        t.numpy()
+    assert fake_metalcompute.launches == []
+
+
+@pytest.mark.skipif(REAL, reason="counts launches through the stand-in")
+def test_metal_takes_products_from_the_seed_threshold(rng):
+    _metal(offload="policy")
+    a = lt.tensor(rng.random((128, 128)).astype(np.float32))
+    (a @ a).numpy()  # 128^3 = 2097152 multiply-adds: under 4194304
+    assert fake_metalcompute.launches == []
+    b = lt.tensor(rng.random((256, 256)).astype(np.float32))
+    got = (b @ b).numpy()
+    assert fake_metalcompute.launches == ["matmul"]
+    want = b.numpy().astype(np.float64) @ b.numpy().astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+@pytest.mark.skipif(REAL, reason="counts launches through the stand-in")
 def test_small_work_stays_on_the_cpu_under_the_metal_policy(rng):
     _metal(offload="policy")
     small = lt.tensor(rng.random((64, 64)).astype(np.float32))

@@ -52,6 +52,16 @@ def test_axis_reductions_need_131072_inputs_and_256_slices(dev):
     assert _ran_on_device(lt.tensor(np.ones((512, 512), np.float32)).sum(1))
 
 
+def test_a_resident_reduction_with_few_long_slices_declines_unless_it_folds_in_partials(dev):
+    x = lt.tensor(np.ones((8, 32768), np.float32)).exp().realize()  # resident, 8 slices of 32768
+    assert not _ran_on_device(x.amax(1))  # one device thread per slice: downloaded instead
+    assert not _ran_on_device(x.var())
+    assert _ran_on_device(x.sum(1))  # float sums and means fold in parallel partials
+    assert _ran_on_device(x.mean())
+    assert _ran_on_device(x.reshape(32, 8192).amax(1))  # 32 slices
+    assert _ran_on_device(x[:, :4096].amax(1))  # short slices: a thread each is cheap
+
+
 def test_equal_shape_and_copy_ops_decline_when_operands_must_be_uploaded(dev):
     x = np.ones((512, 512), np.float32)
     for make in (lambda t: t + t, lambda t: t.sqrt(), lambda t: t > 0, lambda t: t.reshape(-1),

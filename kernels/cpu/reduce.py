@@ -1,12 +1,14 @@
-"""Left-fold reductions in float64, one sequential fold per output.
+"""Reductions in float64 in the reference's orders, one sequential fold per output or per partial.
 
-Same order as the reference (kernels/reference/reduce.py): each output starts from its first element
-and adds the rest in row-major order of the reduced positions; no fast-math, so LLVM may not
-reassociate. The results are bit-identical to the reference.
+Same order as the reference (kernels/reference/reduce.py): each output (or each strided partial of a
+blocked sum) starts from its first element and adds the rest in row-major order of the reduced
+positions; no fast-math, so LLVM may not reassociate. The results are bit-identical to the reference.
+A blocked sum's partials are independent, so their loops vectorize where a left fold cannot.
 """
 import numba as nb
 import numpy as np
 
+from ..reference.reduce import partials
 from .common import serial
 
 _ROWS = 8  # rows folded side by side: independent additions in flight, each row still in order
@@ -57,6 +59,46 @@ def sum_cols(x, out, lo, hi):
 
 
 @nb.njit(nogil=True, cache=True)
+def sum_rows_blocked(x, p, out):
+    """out[m] = the blocked sum with `p` partials of x[m, :] for x of shape (M, K), K >= p >= 2."""
+    M, K = x.shape
+    full = K // p
+    parts = np.empty(p, np.float64)
+    for m in range(M):
+        row = x[m]
+        first = row[:p]
+        for j in range(p):
+            parts[j] = np.float64(first[j])
+        for q in range(1, full):
+            seg = row[q * p:(q + 1) * p]
+            for j in range(p):
+                parts[j] += np.float64(seg[j])
+        tail = row[full * p:]
+        for j in range(tail.shape[0]):
+            parts[j] += np.float64(tail[j])
+        acc = parts[0]
+        for j in range(1, p):
+            acc += parts[j]
+        out[m] = acc
+
+
+def _sum_cols_blocked(a, p, split):
+    """The blocked sums with `p` partials of the columns of contiguous (K, M) `a`: the (K // P, P * M)
+    view's column folds are the partials, then the tail rows, then a column fold of the partials."""
+    k, m = a.shape
+    full = k // p
+    head = a[:full * p].reshape(full, p * m)
+    parts = np.empty(p * m, np.float64)
+    split(lambda lo, hi: sum_cols(head, parts, lo, hi), p * m, full // 4)
+    parts = parts.reshape(p, m)
+    tail = a[full * p:]
+    parts[:tail.shape[0]] += tail  # each partial's last element
+    out = np.empty(m, np.float64)
+    split(lambda lo, hi: sum_cols(parts, out, lo, hi), m, p // 4)
+    return out
+
+
+@nb.njit(nogil=True, cache=True)
 def extreme_rows(x, out, largest):
     """out[m] = max (or min) of x[m, :] for x of shape (M, K), K >= 1, or NaN if the row holds a NaN.
     Returns how many rows came out zero or NaN: for those the caller takes NumPy's value, whose choice
@@ -82,11 +124,30 @@ def extreme_rows(x, out, largest):
 
 
 @nb.njit(nogil=True, cache=True)
-def sum_squares(x, cell):
-    """float64 left fold of x[i] * x[i] (each square in x's dtype) over flat x, rounded to cell's dtype."""
-    acc = np.float64(x[0] * x[0])
-    for i in range(1, x.shape[0]):
-        acc += np.float64(x[i] * x[i])
+def sum_squares(x, p, cell):
+    """The blocked sum with `p` partials (p = 1: the left fold) of x[i] * x[i] (each square in x's
+    dtype) over flat x, in float64, rounded to cell's dtype."""
+    K = x.shape[0]
+    if p == 1:
+        acc = np.float64(x[0] * x[0])
+        for i in range(1, K):
+            acc += np.float64(x[i] * x[i])
+        cell[0] = acc
+        return cell[0]
+    full = K // p
+    parts = np.empty(p, np.float64)
+    for j in range(p):
+        parts[j] = np.float64(x[j] * x[j])
+    for q in range(1, full):
+        seg = x[q * p:(q + 1) * p]
+        for j in range(p):
+            parts[j] += np.float64(seg[j] * seg[j])
+    for j in range(K - full * p):
+        v = x[full * p + j]
+        parts[j] += np.float64(v * v)
+    acc = parts[0]
+    for j in range(1, p):
+        acc += parts[j]
     cell[0] = acc
     return cell[0]
 
@@ -117,13 +178,20 @@ def layout(x, axes):
     return "rows", np.ascontiguousarray(np.transpose(x, kept + list(axes))).reshape(m, k)
 
 
-def fold_sum(x, axes, split=serial):
-    """float64 left-fold sums over `axes` (at least one reduced element), flattened over kept axes.
-    `split(fn, n, work_per_item)` calls fn(lo, hi) over pieces of the outputs, maybe on several threads."""
+def fold_sum(x, axes, split=serial, blocked=False):
+    """float64 sums over `axes` (at least one reduced element), flattened over kept axes: left folds,
+    or with `blocked` the reference's blocked order. `split(fn, n, work_per_item)` calls fn(lo, hi)
+    over pieces of the outputs, maybe on several threads."""
     kind, a = layout(x, axes)
+    p = partials(a.shape[1] if kind == "rows" else a.shape[0]) if blocked else 1
     if kind == "rows":
         out = np.empty(a.shape[0], np.float64)
-        split(lambda lo, hi: sum_rows(a[lo:hi], out[lo:hi]), a.shape[0], a.shape[1])
+        if p > 1:
+            split(lambda lo, hi: sum_rows_blocked(a[lo:hi], p, out[lo:hi]), a.shape[0], a.shape[1])
+        else:
+            split(lambda lo, hi: sum_rows(a[lo:hi], out[lo:hi]), a.shape[0], a.shape[1])
+    elif p > 1:
+        out = _sum_cols_blocked(a, p, split)
     else:
         out = np.empty(a.shape[1], np.float64)
         # a quarter of the rows as the work per column: the loop vectorizes, so elements are cheap
@@ -150,7 +218,7 @@ def sum_of_squares(grads, dtype):
     total = None
     for g in grads:
         flat = np.ascontiguousarray(g, dtype=dtype).reshape(-1)
-        s = sum_squares(flat, cell) if flat.shape[0] else dtype.type(0)
+        s = sum_squares(flat, partials(flat.shape[0]), cell) if flat.shape[0] else dtype.type(0)
         total = s if total is None else dtype.type(total + s)
     return np.asarray(total, dtype)
 

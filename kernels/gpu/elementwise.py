@@ -99,9 +99,9 @@ def collapse(shape, strides_list):
     return shape, [tuple(st[k] for _, st in merged) for k in range(len(strides_list))]
 
 
-def index_code(shape):
-    """Code decomposing `gid` into per-dim indices i0..i{R-1} over row-major `shape`."""
-    lines, r = ["  i64 lt_r = gid;"], len(shape)
+def index_code(shape, flat="gid"):
+    """Code decomposing `flat` (by default `gid`) into per-dim indices i0..i{R-1} over row-major `shape`."""
+    lines, r = [f"  i64 lt_r = {flat};"], len(shape)
     for d in range(r - 1, 0, -1):
         lines.append(f"  const i64 i{d} = lt_r % {shape[d]}LL; lt_r /= {shape[d]}LL;")
     if r:

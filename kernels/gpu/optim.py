@@ -1,5 +1,6 @@
 """The fused AdamW update, in the reference's float64 operation order (kernels/reference/optim.py), and
-clip_grad_norm_'s sum of squares."""
+clip_grad_norm_'s sum of squares (strided partials in parallel, then one work item combining them)."""
+from ..reference.reduce import partials
 from .elementwise import expression
 from .spec import KernelSpec, cached, ctype
 
@@ -25,19 +26,35 @@ def adamw(n, dtype, beta1, beta2, eps, weight_decay):
 
 @cached
 def sum_of_squares(sizes, dtype):
-    """One work item folding each input's squares (float64 left fold, rounded) and adding the partial
-    totals in the dtype, as the reference does; serial, like the device's full-tensor sums."""
+    """(partials kernel, combine kernel, scratch bytes) of Σ x_i·x_i over the inputs, as the reference
+    computes it: work item (input i, partial j) folds that input's squares j, j + P_i, ... (rounded to
+    the dtype) in float64 (P_i = 1: the left fold); then one work item folds each input's partials in
+    order, rounds the sum to the dtype and adds the totals left to right in the dtype."""
     c = ctype(dtype)
     square = expression("mul", [dtype, dtype], dtype, ["x[k]", "x[k]"])
-    body = [f"  {c} total = 0;"]
+    counts = [partials(n) for n in sizes]
+    starts = [sum(counts[:i]) for i in range(len(sizes))]
+    body = []
+    for i, (n, p, start) in enumerate(zip(sizes, counts, starts)):
+        head = "if" if i == 0 else "} else if"
+        body += [f"  {head} (gid < {start + p}LL) {{",
+                 f"    const {c}* __restrict__ x = x{i};",
+                 f"    const i64 j = gid - {start}LL;",
+                 "    double acc = 0;",
+                 f"    for (i64 k = j; k < {n}LL; k += {p}LL)",
+                 f"      acc = k == j ? (double){square} : acc + (double){square};",
+                 "    part[gid] = acc;"]
+    body.append("  }")
+    buffers = [("part", "float64", True)] + [(f"x{i}", dtype, False) for i in range(len(sizes))]
+    first = KernelSpec("sum_of_squares_partials", buffers, (), sum(counts), "\n".join(body))
     add = expression("add", [dtype, dtype], dtype, ["total", "s"])
-    for i, n in enumerate(sizes):
-        body += ["  {", f"    const {c}* __restrict__ x = x{i};", "    double acc = 0;",
-                 f"    for (i64 k = 0; k < {n}LL; ++k)",
-                 f"      acc = k == 0 ? (double){square} : acc + (double){square};",
-                 f"    const {c} s = ({c})acc;",
-                 "    total = s;" if i == 0 else f"    total = {add};",
-                 "  }"]
-    body.append("  y[0] = total;")
-    buffers = [("y", dtype, True)] + [(f"x{i}", dtype, False) for i in range(len(sizes))]
-    return KernelSpec("sum_of_squares", buffers, (), 1, "\n".join(body))
+    combine = [f"  {c} total = 0;"]
+    for i, (p, start) in enumerate(zip(counts, starts)):
+        combine += ["  {", f"    double acc = part[{start}LL];",
+                    f"    for (i64 j = 1; j < {p}LL; ++j) acc = acc + part[{start}LL + j];",
+                    f"    const {c} s = ({c})acc;",
+                    "    total = s;" if i == 0 else f"    total = {add};", "  }"]
+    combine.append("  y[0] = total;")
+    second = KernelSpec("sum_of_squares", [("y", dtype, True), ("part", "float64", False)], (), 1,
+                        "\n".join(combine))
+    return first, second, sum(counts) * 8

@@ -1,13 +1,16 @@
-"""Axis reductions, one work item per output element folding its slice left to right.
+"""Axis reductions, one work item per output element folding its slice left to right, or for long
+float sums and means (blocked_sum) one work item per strided partial, then one per output.
 
 Matches kernels/reference/reduce.py: float sums, products, means, variances fold in float64 in
-row-major order of the reduced axes, starting from the first element, and round once; integer and bool
-sums are exact in i64; amax/amin propagate NaN; argmax/argmin return the first position. A dialect
-without float64 folds in float32 with Kahan compensation instead (not bit-identical; see the docs).
+row-major order of the reduced axes, starting from the first element, and round once; sums and means
+over more than BLOCK_SPAN elements take the reference's blocked order; integer and bool sums are exact
+in i64; amax/amin propagate NaN; argmax/argmin return the first position. A dialect without float64
+folds in float32 with Kahan compensation instead (not bit-identical, never blocked; see the docs).
 """
 import numpy as np
 
 from .. import ops
+from ..reference.reduce import partials
 from .elementwise import collapse, contiguous_strides, index_code, offset_code
 from .spec import KernelSpec, cached, ctype, dtype_name
 
@@ -79,6 +82,50 @@ def axis_reduce(op, x_shape, x_dtype, axes, out_dtype, correction=0, has_double=
         body += _float_fold(op, red_shape, red_strides, count, correction, wide, oc, has_double)
     buffers = [("y", out_dtype, True), ("x0", x_dtype, False)]
     return KernelSpec(f"reduce_{op}", buffers, (), threads, "\n".join(body))
+
+
+def blocked(op, x_dtype, count, has_double):
+    """Whether a reduction of `count` elements per output takes blocked_sum's two kernels."""
+    return (op in ("sum", "mean") and has_double and np.dtype(x_dtype).kind == "f"
+            and partials(count) > 1)
+
+
+@cached
+def blocked_sum(op, x_shape, x_dtype, axes, out_dtype):
+    """(partials kernel, combine kernel, scratch bytes) of a float `sum` or `mean` of contiguous `x`
+    over `axes` in the blocked order: work item (output o, partial j) folds the output's elements j,
+    j + P, ... in float64 into scratch[o * P + j]; then one work item per output folds its P partials
+    in order and rounds (a mean divides first)."""
+    x_shape = tuple(int(n) for n in x_shape)
+    axes = tuple(sorted(int(a) for a in axes))
+    strides = contiguous_strides(x_shape)
+    kept = [d for d in range(len(x_shape)) if d not in axes]
+    kept_shape = tuple(x_shape[d] for d in kept)
+    outputs = int(np.prod(kept_shape, dtype=np.int64))
+    count = int(np.prod([x_shape[d] for d in axes], dtype=np.int64))
+    p = partials(count)
+    red_shape, (red_strides,) = collapse(tuple(x_shape[d] for d in axes), [tuple(strides[d] for d in axes)])
+    body = [f"  const i64 lt_o = gid / {p}LL;", f"  const i64 lt_j = gid - lt_o * {p}LL;",
+            index_code(kept_shape, "lt_o"),
+            f"  const i64 lt_base = {offset_code(0, [strides[d] for d in kept])};",
+            "  double acc = 0;",
+            f"  for (i64 lt_k = lt_j; lt_k < {count}LL; lt_k += {p}LL) {{",
+            "    i64 lt_q = lt_k; i64 lt_off = lt_base;"]
+    for d in range(len(red_shape) - 1, -1, -1):
+        body.append(f"    lt_off += (lt_q % {red_shape[d]}LL) * {red_strides[d]}LL; lt_q /= {red_shape[d]}LL;")
+    body += ["    const double v = (double)x0[lt_off];",
+             "    acc = lt_k == lt_j ? v : acc + v;",
+             "  }",
+             "  part[gid] = acc;"]
+    first = KernelSpec("reduce_partials", [("part", "float64", True), ("x0", x_dtype, False)], (),
+                       outputs * p, "\n".join(body))
+    result = "acc" if op == "sum" else f"acc / (double){count}"
+    combine = [f"  const double* lt_p = part + gid * {p}LL;", "  double acc = lt_p[0];",
+               f"  for (i64 j = 1; j < {p}LL; ++j) acc = acc + lt_p[j];",
+               f"  y[gid] = ({ctype(out_dtype)})({result});"]
+    second = KernelSpec(f"reduce_{op}_partials", [("y", out_dtype, True), ("part", "float64", False)], (),
+                        outputs, "\n".join(combine))
+    return first, second, outputs * p * 8
 
 
 def _fold(red_shape, red_strides, sym, value, wide, kahan):

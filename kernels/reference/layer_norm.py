@@ -5,13 +5,13 @@ reference kernels they are made of, so each is the value the composite graph of 
     layer_norm_grad(x, g) = ((g - mean(g)) - xhat * mean(g * xhat)) * r,   xhat = layer_norm(x)
 
 (g = dL/dxhat). Each op rounds to the result dtype as it would as a node (eps too, as a Python number
-would be); each mean is the float64 left fold divided by the count, rounded once. No transcendental
-is involved (rsqrt is 1 / sqrt in float64, both correctly rounded), so the class is bit-identical.
+would be); each mean is the float64 left fold divided by the count, rounded once (at any length:
+the `mean` op blocks sums over more than 4096 elements, these do not). No transcendental is involved (rsqrt is 1 / sqrt in float64, both correctly rounded), so the class is bit-identical.
 """
 import numpy as np
 
 from .elementwise import ELEMENTWISE_KERNELS as _EW
-from .reduce import REDUCE_KERNELS as _RED
+from .reduce import left_mean
 
 
 def _parts(attrs, x):
@@ -21,7 +21,7 @@ def _parts(attrs, x):
     red = {"axes": attrs["axes"], "keepdims": True, "dtype": dtype}
 
     def mean(v):
-        return _RED["mean"](red, v)
+        return left_mean(red, v)
     c = _EW["sub"](ew, x, mean(x))
     var = mean(_EW["mul"](ew, c, c))
     r = _EW["rsqrt"](ew, _EW["add"](ew, var, np.asarray(attrs["eps"], dtype)))

@@ -1,9 +1,26 @@
-"""Axis reductions. Sums and products fold left to right in float64 (int64 for integers)."""
+"""Axis reductions. Products, variances and short sums fold left to right in float64 (int64 for
+integers); float sums and means over more than BLOCK_SPAN elements fold in strided partials.
+
+The blocked order: a sum over K > BLOCK_SPAN elements v_0..v_{K-1} (row-major order of the reduced
+positions) takes P = partials(K) partial sums; partial j is the float64 left fold of v_j, v_{j+P},
+v_{j+2P}, ..., and the result is the left fold of the partials in order. P depends on K alone, so
+every backend (and a GPU, one thread per partial) computes the same bytes; K <= BLOCK_SPAN gives P = 1,
+the plain left fold.
+"""
 import numpy as np
 
+BLOCK_SPAN = 4096     # a float sum over more elements than this folds in strided partials
+MAX_PARTIALS = 1024
 
-def fold(ufunc, x, axes, identity, wide=np.float64):
-    """Left fold of `ufunc` over `axes`, in `wide`, one fold per output element.
+
+def partials(k):
+    """How many strided partial sums a blocked float sum over `k` elements takes (1: the left fold)."""
+    return max(1, min(MAX_PARTIALS, -(-int(k) // BLOCK_SPAN)))
+
+
+def fold(ufunc, x, axes, identity, wide=np.float64, blocked=False):
+    """Left fold of `ufunc` over `axes`, in `wide`, one fold per output element; with `blocked` (sums
+    only), the blocked order of the module docstring.
 
     The reduced axes go first and the rest are flattened into columns: (K, M) in row-major order. For
     M >= 2, NumPy's reduce over axis 0 of a C-contiguous array walks the rows in order and adds each
@@ -17,6 +34,15 @@ def fold(ufunc, x, axes, identity, wide=np.float64):
     if k == 0 or m == 0:
         return np.full(kept_shape, identity, dtype=wide)
     rows = np.ascontiguousarray(np.transpose(x, list(axes) + kept), dtype=wide).reshape(k, m)
+    p = partials(k) if blocked else 1
+    if p > 1:
+        # Row q of the (K // P, P * M) view holds v_{qP}..v_{qP+P-1} of every column: folding its
+        # rows in order folds each partial's elements in order.
+        full = k // p
+        parts = ufunc.reduce(rows[:full * p].reshape(full, p * m), axis=0).reshape(p, m)
+        tail = rows[full * p:]
+        parts[:tail.shape[0]] = ufunc(parts[:tail.shape[0]], tail)  # each partial's last element
+        rows, k = parts, p
     if m >= 2:
         return ufunc.reduce(rows, axis=0).reshape(kept_shape)
     return ufunc.accumulate(rows.reshape(k))[-1:].reshape(kept_shape)
@@ -33,11 +59,11 @@ def _wide(dtype):
     return np.dtype(np.float64) if dtype.kind == "f" else np.dtype(np.int64)
 
 
-def _sum_wide(x, axes):
+def _sum_wide(x, axes, blocked=True):
     wide = _wide(x.dtype)
     if wide.kind != "f":
         return np.sum(x, axis=axes, dtype=wide)  # exact in integers: the order does not matter
-    return fold(np.add, x, axes, 0.0)
+    return fold(np.add, x, axes, 0.0, blocked=blocked)
 
 
 def _out(result, attrs, x_shape):
@@ -65,6 +91,18 @@ def mean(attrs, x):
     axes = attrs["axes"]
     with np.errstate(all="ignore"):
         return _out(_sum_wide(x, axes).astype(np.float64) / _count(x, axes), attrs, x.shape)
+
+
+def left_sum(attrs, x):
+    """`sum` with the plain left fold at any length: the Σ inside the row ops (softmax, layer norm)."""
+    return _out(_sum_wide(x, attrs["axes"], blocked=False), attrs, x.shape)
+
+
+def left_mean(attrs, x):
+    """`mean` with the plain left fold at any length (see left_sum)."""
+    axes = attrs["axes"]
+    with np.errstate(all="ignore"):
+        return _out(_sum_wide(x, axes, blocked=False).astype(np.float64) / _count(x, axes), attrs, x.shape)
 
 
 def _var_wide(x, axes, correction):

@@ -1,5 +1,6 @@
 """Softmax, log-softmax and their gradients along one axis, defined by the reference kernels they are
-made of, so each is the same value the composite graph of those ops computes (docs/NUMERICS.md):
+made of, so each is the same value the composite graph of those ops computes (docs/NUMERICS.md; for
+rows over 4096 elements the composite's `sum` blocks, while these keep the left fold):
 
     softmax(x)          = e / sum(e),                e = exp(x - amax(x))
     log_softmax(x)      = s - log(sum(exp(s))),      s = x - amax(x)
@@ -11,6 +12,7 @@ axis, rounded once. Not in the bit-identical class (exp and log are transcendent
 """
 from .elementwise import ELEMENTWISE_KERNELS as _EW
 from .reduce import REDUCE_KERNELS as _RED
+from .reduce import left_sum
 
 
 def _ops(attrs):
@@ -19,7 +21,7 @@ def _ops(attrs):
     red = {"axes": (axis,), "keepdims": True, "dtype": dtype}
 
     def total(v):
-        return _RED["sum"](red, v)
+        return left_sum(red, v)
     return ew, red, total
 
 

@@ -3,8 +3,8 @@
 The driver (runtime/backends/cuda_driver.py: pycuda, cuda-bindings, or the C-emulated driver) owns
 memory, copies, compilation and launches; this class owns residency (DeviceMemory), the policy and
 the lowering of nodes to kernels. Launches are queued on one stream and never wait; a download waits
-for the stream, and only then are the per-launch temporaries (scatter groupings, allocated from the
-budget) freed.
+for the stream, and only then are the per-launch temporaries (scatter groupings and blocked sums'
+partials, allocated from the budget) freed.
 
 Index kernels whose indices exist only on the device check bounds themselves and report a bad index
 in a 16-byte status buffer; after a wait that follows such a launch the backend reads that word
@@ -23,7 +23,7 @@ from ..policy import CUDA_THRESHOLDS, accepts_group
 from ..transfers import LOG, now
 from .arena import OutOfDeviceMemory
 from .base import DeviceBackend
-from .lowering import OUT, STATUS, LoweringDevice, lower, scalar_values
+from .lowering import OUT, STATUS, LoweringDevice, Scratch, lower, scalar_values
 
 
 class DeviceBlock:
@@ -152,26 +152,33 @@ class KernelDevice(LoweringDevice, DeviceBackend):
             self.memory.give_back(block, nbytes)
         self._temps.clear()
 
-    def _upload_temporaries(self, node, launches):
-        """Device copies of the host arrays `launches` read (index groupings), taken from the budget
-        and logged; {id(array): pointer}. Raises OutOfDeviceMemory, before any is uploaded, when the
-        memory cannot be had (the scheduler then runs the node elsewhere)."""
-        arrays = [o for launch in launches for o in launch.operands if isinstance(o, np.ndarray)]
+    def _temporaries(self, node, launches):
+        """Device memory for what `launches` read besides the node's operands, taken from the budget:
+        copies of host arrays (index groupings, uploaded and logged) and Scratch blocks (not copied);
+        {id(operand): pointer}. Raises OutOfDeviceMemory, before anything is uploaded, when the memory
+        cannot be had (the scheduler then runs the node elsewhere)."""
+        extra = {id(o): o for launch in launches for o in launch.operands
+                 if isinstance(o, (np.ndarray, Scratch))}
+        if not extra:
+            return None
         blocks = []
-        for a in arrays:
-            block = self.memory.allocate(max(a.nbytes, 1))
+        for o in extra.values():
+            nbytes = max(o.nbytes, 1)
+            block = self.memory.allocate(nbytes)
             if block is None:
                 for b, n in blocks:
                     self.memory.give_back(b, n)
-                raise OutOfDeviceMemory(a.nbytes)
-            blocks.append((block, max(a.nbytes, 1)))
+                raise OutOfDeviceMemory(nbytes)
+            blocks.append((block, nbytes))
         ptrs = {}
-        for a, (block, nbytes) in zip(arrays, blocks):
-            start = now()
-            self.driver.upload(block.ptr, np.ascontiguousarray(a))
-            LOG.record_bytes("h2d", a.nbytes, node.id, node.op, "index-grouping", self.name, start, now() - start)
-            self._temps.append((block, nbytes))  # freed at the next wait, when the launch has read it
-            ptrs[id(a)] = block.ptr
+        for o, (block, nbytes) in zip(extra.values(), blocks):
+            if isinstance(o, np.ndarray):
+                start = now()
+                self.driver.upload(block.ptr, np.ascontiguousarray(o))
+                LOG.record_bytes("h2d", o.nbytes, node.id, node.op, "index-grouping", self.name, start,
+                                 now() - start)
+            self._temps.append((block, nbytes))  # freed at the next wait, when the launches have run
+            ptrs[id(o)] = block.ptr
         return ptrs
 
     # ---- policy and launch --------------------------------------------------------------------------
@@ -186,7 +193,7 @@ class KernelDevice(LoweringDevice, DeviceBackend):
 
     def launch(self, node, args, out_block):
         launches = self.planned_launches(node, args)
-        temps = self._upload_temporaries(node, launches)
+        temps = self._temporaries(node, launches)
         start = self.driver.event() if self._timing() else None
         for launch in launches:
             ptrs = [self._pointer(operand, args, out_block.ptr, temps) for operand in launch.operands]
@@ -204,20 +211,27 @@ class KernelDevice(LoweringDevice, DeviceBackend):
             return out_ptr
         if operand is STATUS:
             return self._status_buffer()
-        if isinstance(operand, np.ndarray):  # a host grouping this launch alone reads: a temporary
+        if isinstance(operand, (np.ndarray, Scratch)):  # a temporary of this node's launches
             return temps[id(operand)]
         return args[operand].ptr
 
-    def launch_calls(self, node, launches, args, out_ptr):
+    def launch_calls(self, node, launches, args, out_ptr, scratch=None):
         """`launches` of `node` as driver calls (function, spec, pointers, scalars) for a replay that
         launches them itself (runtime/launch_plan.py), or None when one needs per-call work (a host
         temporary, a device index check). `args` may stand in for values: a device operand's `ptr`, a
-        0-d operand's `item()`."""
-        if any(launch.check is not None or not all(o is OUT or isinstance(o, int) for o in launch.operands)
-               for launch in launches):
-            return None
+        0-d operand's `item()`; `scratch(operand)` gives a Scratch operand's pointer (None: refuse)."""
+        temps = {}
+        for launch in launches:
+            if launch.check is not None:
+                return None
+            for o in launch.operands:
+                if isinstance(o, Scratch) and scratch is not None:
+                    if id(o) not in temps:
+                        temps[id(o)] = scratch(o)
+                elif not (o is OUT or isinstance(o, int)):
+                    return None
         return [(self._function(launch.spec), launch.spec,
-                 [self._pointer(operand, args, out_ptr) for operand in launch.operands],
+                 [self._pointer(operand, args, out_ptr, temps) for operand in launch.operands],
                  scalar_values(launch, node, args) if launch.scalars else [])
                 for launch in launches]
 

@@ -3,7 +3,8 @@
 Shared by every kernel-compiling device (CUDA, Metal, the emulated CUDA driver). `lower` returns None
 for what has no device kernel here; that node then runs on the next backend of the chain. Operands in
 a Launch are OUT (the result block), an input position, a small host array the backend uploads for
-this launch only (the scatter grouping), or STATUS (the device's status buffer).
+this launch only (the scatter grouping), a Scratch block the node's launches share, or STATUS (the
+device's status buffer).
 """
 import numpy as np
 
@@ -23,6 +24,15 @@ from ..policy import is_param
 
 OUT = "out"
 STATUS = "status"  # the device's status buffer, where kernels report out-of-range indices
+
+
+class Scratch:
+    """Device memory a node's launches share while they run (a blocked sum's partials): `nbytes` from
+    the memory budget, written and read by the kernels only, so no copy is made or logged."""
+    __slots__ = ("nbytes",)
+
+    def __init__(self, nbytes):
+        self.nbytes = int(nbytes)
 
 
 class Launch:
@@ -169,7 +179,12 @@ def _reduce(node, operands, has_double):
     x = operands[0]
     if not gred.supported(node.op, x.dtype, node.dtype, has_double):
         return None
-    spec = gred.axis_reduce(node.op, x.shape, _dt(x.dtype), node.attrs["axes"], _dt(node.dtype),
+    axes = node.attrs["axes"]
+    if gred.blocked(node.op, x.dtype, int(np.prod([x.shape[d] for d in axes], dtype=np.int64)), has_double):
+        first, second, nbytes = gred.blocked_sum(node.op, x.shape, _dt(x.dtype), axes, _dt(node.dtype))
+        part = Scratch(nbytes)
+        return [Launch(first, [part, 0]), Launch(second, [OUT, part])]
+    spec = gred.axis_reduce(node.op, x.shape, _dt(x.dtype), axes, _dt(node.dtype),
                             node.attrs.get("correction", 0), has_double)
     return [Launch(spec, [OUT, 0])]
 
@@ -345,7 +360,9 @@ def _lower(node, operands, has_double, tiled_matmul, device_checks):
         if not has_double or node.dtype.kind != "f" or any(b.dtype != node.dtype for b in operands):
             return None
         sizes = tuple(int(np.prod(b.shape, dtype=np.int64)) for b in operands)
-        return [Launch(gopt.sum_of_squares(sizes, _dt(node.dtype)), [OUT] + list(range(len(operands))))]
+        first, second, nbytes = gopt.sum_of_squares(sizes, _dt(node.dtype))
+        part = Scratch(nbytes)
+        return [Launch(first, [part] + list(range(len(operands)))), Launch(second, [OUT, part])]
     return None
 
 

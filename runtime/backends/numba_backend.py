@@ -6,7 +6,7 @@ thread, since OpenBLAS is then held to one thread (numba's own prange fought Ope
 threads and made a 2-thread step six times slower, bench/RESULTS.md).
 
 From `MIN_ELEMENTS` up it accepts float32/float64 sum/mean/var/std reductions (bit-identical to the
-reference: the same left folds), amax/amin (bit-identical: exact; a zero or NaN result defers to
+reference: the same folds, blocked ones included), amax/amin (bit-identical: exact; a zero or NaN result defers to
 NumPy), erf (may differ from the reference in the last unit: libm's exp vs NumPy's in float64, the
 vectorizing erf_for_float32 for float32), softmax/log_softmax and their gradients along any axis (one
 kernel each, within a few units of the reference: exp and log; the gradient of softmax is
@@ -142,9 +142,10 @@ class NumbaBackend(HostBackend):
             return out.astype(node.dtype, copy=False).reshape(node.shape)
         n = _count(x.shape, axes)
         if node.op == "sum":
-            wide = cpu_reduce.fold_sum(x, axes, parallel.split)
+            wide = cpu_reduce.fold_sum(x, axes, parallel.split, blocked=True)
         else:
-            mean = cpu_reduce.fold_sum(x, axes, parallel.split) / n
+            # sums and means block long folds; a variance's mean is the plain left fold
+            mean = cpu_reduce.fold_sum(x, axes, parallel.split, blocked=node.op == "mean") / n
             if node.op == "mean":
                 wide = mean
             else:
