@@ -164,7 +164,10 @@ class LaunchPlan:
         # Values from outside the program (bound, dynamic, constants) that prepared launches use.
         self._inputs = [s for s in sorted(used) if s not in produced]
         self._actions = []
-        self.fixed_bytes = sum(bucket(chunk.size) for chunk in self._chunks) + sum(e[0] for e in externals)
+        # The most the replay holds at once by the model of the layout (scratch chunks and results over
+        # their lifetimes); what the model misses ends a replay with NoMemory, which then starts over.
+        self.peak_bytes, _ = _peak([(bucket(c.size), c.first, c.last) for c in self._chunks] + externals,
+                                   len(steps))
         opens = collections.defaultdict(list)
         closes = collections.defaultdict(list)
         for chunk in self._chunks:
@@ -190,12 +193,12 @@ class LaunchPlan:
 
     # ---- a replay --------------------------------------------------------------------------------
     def fits(self, slots):
-        """Whether a replay into `slots` can get its memory within the budget whatever else is resident:
-        the scratch, every result it makes and the inputs it pins, all at once. (The inputs' sizes are
-        the same at every replay: the guards of lt.jit check their shapes and dtypes.)"""
+        """Whether a replay into `slots` can get its memory within the budget, evicting whatever else is
+        resident: the inputs it pins plus the most its scratch and results hold at once. (The inputs'
+        sizes are the same at every replay: the guards of lt.jit check their shapes and dtypes.)"""
         if self._pinned_bytes is None:
             self._pinned_bytes = sum(bucket(slots[s].nbytes) for s in self._inputs if s in self._ptr_uses)
-        return self.fixed_bytes + self._pinned_bytes <= self.memory.budget
+        return self.peak_bytes + self._pinned_bytes <= self.memory.budget
 
     def run(self, slots, execute, stream0):
         """Replay into `slots` (the external values already in place), random kernels drawing from

@@ -23,26 +23,32 @@ def _device_counters():
 
 
 class Profile:
-    """The copies, kernel launches and stats of one `with` block."""
+    """The copies, kernel launches and stats of one `with` block. With `kernels=False` the block runs
+    as it would unprofiled (no kernel records, no device events, compiled replays on their fastest
+    path): the copies and stats are kept, and kernels are only counted."""
 
-    def __init__(self):
+    def __init__(self, kernels=True):
         self.transfers, self.kernels, self.stats = [], [], {}
         self.copies, self.kernel_totals = {}, {}
+        self.records_kernels = kernels
         self._stack = None
 
     def __enter__(self):
         self._start = LOG.snapshot()
         self._dev = _device_counters()
         self._reads = dict(COUNTERS.host_reads)
+        self._launched = COUNTERS.kernels
         self._stack = contextlib.ExitStack()
         self._peaks = {d.name: self._stack.enter_context(d.memory.watch_peak()) for d in devices.all_devices()}
-        LOG.profiling += 1
+        if self.records_kernels:
+            LOG.profiling += 1
         return self
 
     def __exit__(self, *exc):
-        for d in devices.all_devices():
-            d.flush_kernel_records()
-        LOG.profiling -= 1
+        if self.records_kernels:
+            for d in devices.all_devices():
+                d.flush_kernel_records()
+            LOG.profiling -= 1
         added = LOG.since(self._start)
         self.transfers, self.kernels = added["transfers"], added["kernels"]
         self.copies, self.kernel_totals = added["copies"], added["kernel_totals"]
@@ -61,7 +67,8 @@ class Profile:
                                   m.peak_bytes, "bytes_resident": m.resident_bytes, "budget": m.budget}
         stats["evictions"] = sum(v["evictions"] for v in per_device.values())
         stats["devices"] = per_device
-        stats["kernels"] = sum(count for count, _ in self.kernel_totals.values())
+        stats["kernels"] = sum(count for count, _ in self.kernel_totals.values()) if self.records_kernels \
+            else COUNTERS.kernels - self._launched
         stats["kernels_by_backend"] = {b: count for b, (count, _) in self.kernel_totals.items()}
         stats["records_dropped"] = {"transfers": added["dropped_transfers"], "kernels": added["dropped_kernels"]}
         stats["host_reads"] = {k: v - self._reads.get(k, 0) for k, v in COUNTERS.host_reads.items()
@@ -86,6 +93,8 @@ class Profile:
         lines.append(f"  {'total':<34} {s['uploads'] + s['downloads']:>7} "
                      f"{s['upload_bytes'] + s['download_bytes']:>14,}")
         lines.append("kernels")
+        if not self.records_kernels:
+            lines.append(f"  {s['kernels']:>19} launches (not timed: profile(kernels=False))")
         for backend, (count, secs) in sorted(self.kernel_totals.items()):
             lines.append(f"  {backend:<12} {count:>7} launches {secs * 1e3:>10.3f} ms")
         reads = ", ".join(f"{k} {v}" for k, v in sorted(s["host_reads"].items())) or "none"

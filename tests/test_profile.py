@@ -27,6 +27,17 @@ def test_profile_scopes_transfers_and_kernels_to_the_block(virtual, rng):
     assert p.stats["devices"]["virtual"]["peak_bytes"] >= 2 * big.nbytes
 
 
+def test_a_profile_without_kernel_records_keeps_the_copies_and_counts_the_kernels(virtual, rng):
+    virtual()
+    big = rng.normal(size=(512, 512)).astype(np.float32)
+    _workload(big)
+    with lt.profile(kernels=False) as p:
+        _workload(big)
+    assert [r.reason for r in p.transfers] == ["operand-upload", "host-read:numpy"]
+    assert p.kernels == [] and p.stats["kernels"] == 3
+    assert "3 launches (not timed" in p.summary()
+
+
 def test_summary_prints_a_table_by_reason(virtual, rng, capsys):
     virtual()
     with lt.profile() as p:

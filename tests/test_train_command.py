@@ -120,6 +120,14 @@ def test_the_compiled_step_trains_byte_identically_to_the_eager_step(device):
     assert _params(compiled["model"]) == _params(eager["model"])
 
 
+def test_the_training_loop_runs_at_its_unprofiled_speed_on_cuda(cuda_device):
+    """No kernel records or events inside the loop: compiled replays take their prepared launches."""
+    cuda_device(offload="policy")
+    r = run(TrainConfig(steps=5, eval_iters=1, sample_chars=0), out=io.StringIO())  # on the active device
+    assert r["profile"].kernels == [] and r["profile"].stats["kernels"] > 0
+    assert lt.counters()["prepared_kernels"] > 0
+
+
 def test_periodic_checkpoints_are_written_every_n_steps(tmp_path, monkeypatch):
     written = []
     real = checkpoint.save

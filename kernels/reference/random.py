@@ -33,20 +33,21 @@ def words(seed, stream, n):
     return np.stack(out, axis=-1).reshape(-1)[:n]
 
 
-def _uniform_unit(seed, stream, n, dtype):
+def _uniform_unit(seed, stream, n, dtype, draw):
     """Uniform [0, 1): float32 from 24 bits (one word), float64 from 53 bits (two words)."""
     if np.dtype(dtype) == np.float64:
-        w = words(seed, stream, 2 * n).reshape(n, 2)
+        w = draw(seed, stream, 2 * n).reshape(n, 2)
         bits = ((w[:, 0] >> np.uint64(5)) << np.uint64(26)) | (w[:, 1] >> np.uint64(6))
         return bits.astype(np.float64) * 2.0 ** -53
-    return (words(seed, stream, n) >> np.uint64(8)).astype(np.float64) * 2.0 ** -24
+    return (draw(seed, stream, n) >> np.uint64(8)).astype(np.float64) * 2.0 ** -24
 
 
-def uniform(attrs):
-    """low + (high - low) * u, computed in float64 and rounded once."""
+def uniform(attrs, draw=words):
+    """low + (high - low) * u, computed in float64 and rounded once. `draw` is `words` or a function
+    giving the same words faster (the numba backend's)."""
     shape, dtype = attrs["shape"], np.dtype(attrs["dtype"])
     n = int(np.prod(shape, dtype=np.int64))
-    u = _uniform_unit(attrs["seed"], attrs["stream"], n, dtype)
+    u = _uniform_unit(attrs["seed"], attrs["stream"], n, dtype, draw)
     lo, hi = attrs["low"], attrs["high"]
     return (lo + (hi - lo) * u).astype(dtype).reshape(shape)
 
@@ -57,7 +58,7 @@ _CF = 1.0 / 240.0
 _NORMAL_SCALE = 1.0003721
 
 
-def normal(attrs):
+def normal(attrs, draw=words):
     """mean + std * z, z from 12 uniform 32-bit words: w = sum / 2^32 - 6 (exact), then a cubic correction.
 
     Every step is a float64 +, - or * in a fixed order (no fused multiply-add), so every backend gets the
@@ -65,19 +66,19 @@ def normal(attrs):
     """
     shape, dtype = attrs["shape"], np.dtype(attrs["dtype"])
     n = int(np.prod(shape, dtype=np.int64))
-    w = words(attrs["seed"], attrs["stream"], 12 * n).reshape(n, 12)
+    w = draw(attrs["seed"], attrs["stream"], 12 * n).reshape(n, 12)
     w = w.sum(axis=1, dtype=np.uint64).astype(np.float64) * 2.0 ** -32 - 6.0
     cube = w * w * w - 3.0 * w
     z = _NORMAL_SCALE * (w + _CF * cube)
     return (attrs["mean"] + attrs["std"] * z).astype(dtype).reshape(shape)
 
 
-def randint(attrs):
+def randint(attrs, draw=words):
     """low + floor(word * (high - low) / 2^32): exact in 64-bit integers."""
     shape = attrs["shape"]
     n = int(np.prod(shape, dtype=np.int64))
     span = np.uint64(attrs["high"] - attrs["low"])
-    w = words(attrs["seed"], attrs["stream"], n)
+    w = draw(attrs["seed"], attrs["stream"], n)
     return (attrs["low"] + ((w * span) >> _32).astype(np.int64)).astype(np.dtype(attrs["dtype"])).reshape(shape)
 
 

@@ -13,6 +13,7 @@ kernel each, within a few units of the reference: exp and log; the gradient of s
 bit-identical), layer_norm and its gradient (bit-identical) and the scatter-add of
 index_select/embedding gradients (bit-identical: index order, float64); at any size the AdamW update
 and clip_grad_norm_'s sum of squares (bit-identical) and fused elementwise groups (runtime/fusion.py);
+from MIN_ELEMENTS the random fills (the reference's transforms over compiled Philox words: the same bits);
 everything else goes on down the chain to the NumPy backend.
 """
 import numpy as np
@@ -21,6 +22,7 @@ from ...kernels.cpu import fused as cpu_fused
 from ...kernels.cpu import index as cpu_index
 from ...kernels.cpu import layer_norm as cpu_layer_norm
 from ...kernels.cpu import optim as cpu_optim
+from ...kernels.cpu import philox as cpu_philox
 from ...kernels.cpu import reduce as cpu_reduce
 from ...kernels.cpu import softmax as cpu_softmax
 from ...kernels.cpu import special as cpu_special
@@ -33,6 +35,7 @@ MIN_ELEMENTS = 8192  # below this, a compiled call's dispatch costs more than Nu
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _LAYER_NORM = ops.names(family="layer_norm")
 _SOFTMAX = ops.names(family="softmax")
+_RANDOM = ops.names(family="random")
 
 
 def _count(shape, axes):
@@ -80,6 +83,8 @@ class NumbaBackend(HostBackend):
     def accepts(self, node, operands):
         if node.op not in self.OPS:
             return False
+        if node.op in _RANDOM:
+            return node.size >= MIN_ELEMENTS
         if node.op == "matmul":
             return parallel.splitting() and _splittable_matmul(node, operands)
         if node.op == "adamw":
@@ -112,6 +117,9 @@ class NumbaBackend(HostBackend):
         return _count(x.shape, node.attrs["axes"]) > 0 and node.size > 0
 
     def launch(self, node, args):
+        if node.op in _RANDOM:  # the reference's transforms over the compiled generator's words
+            return KERNELS[node.op](node.attrs, lambda seed, stream, n: cpu_philox.words(seed, stream, n,
+                                                                                         parallel.split))
         if node.op == "matmul":
             return _split_matmul(node, *args)
         if node.op == "adamw":
