@@ -153,7 +153,7 @@ def main():
     ap.add_argument("--batch", type=int, default=64, help="training batch (the seed's notebook: 64); 0 skips it")
     ap.add_argument("--step-rounds", type=int, default=3, help="timed training steps (after two warm-up steps)")
     ap.add_argument("--copy-steps", type=int, default=200, help="steps whose copies and bytes are counted")
-    ap.add_argument("--virtual-memory", default="4GB",
+    ap.add_argument("--virtual-memory", default="8GB",
                     help="the virtual device's arena (its budget is a quarter): room for the step's values")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()

@@ -390,3 +390,65 @@ def test_profiling_times_kernels_with_events_and_waits_once_not_after_every_kern
     n = lt.counters()["kernels"]
     assert n >= 3 and len(p.kernels) == n and len(waits) == 1
     assert all(k.duration_s == 0.001 / 1e3 for k in p.kernels)  # the fake's event time, 0.001 ms
+
+
+def _tiny_training(device_name):
+    """A small GPT's model, optimizer, parameters and a step function on the active device."""
+    from lazytensor.models.gpt import GPT, GPTConfig
+    data = CharDataset(default_corpus())
+    lt.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=data.vocab_size, block_size=16, n_layer=1, n_head=2, n_embd=16))
+    model.to(device_name)
+    params = list(model.parameters())
+    opt = lt.optim.AdamW(params, lr=1e-3)
+
+    def step():
+        x, y = data.batch("train", 4, 16)
+        return train_step(model, opt, params, x.to(device_name), y.to(device_name), 1.0).item()
+    return step
+
+
+@pytest.mark.parametrize("binding", ["emulated", "cuda-bindings", "pycuda"])
+def test_every_copy_the_driver_makes_in_a_training_step_is_in_the_log_with_its_bytes(monkeypatch, cuda_device,
+                                                                                   binding):
+    from lazytensor.runtime import devices
+    if binding == "emulated":
+        cuda_device(offload="policy")
+    else:
+        _fake_binding(monkeypatch, binding)
+        assert lt.set_device("cuda", driver=binding, offload="policy") == "cuda"
+    driver = devices.active_device().driver
+    copies = []
+    upload, download = driver.upload, driver.download
+    monkeypatch.setattr(driver, "upload", lambda ptr, host: (copies.append(("h2d", host.nbytes)),
+                                                             upload(ptr, host))[1])
+    monkeypatch.setattr(driver, "download", lambda out, ptr: (copies.append(("d2h", out.nbytes)),
+                                                              download(out, ptr))[1])
+    step = _tiny_training("cuda")
+    step()
+    step()
+    copies.clear()
+    lt.clear_transfer_log()
+    step()
+    logged = [(r.direction, r.nbytes) for r in lt.transfer_log()]
+    assert len(logged) >= 3  # the batch up (twice), the loss down, and the bookkeeping copies
+    assert sorted(logged) == sorted(copies)
+
+
+def test_a_profiled_training_step_on_the_emulated_driver_waits_only_at_its_host_read(monkeypatch, cuda_device):
+    from lazytensor.runtime import devices
+    cuda_device(offload="policy")
+    driver = devices.active_device().driver
+    waits = []
+    wait = driver.synchronize
+    monkeypatch.setattr(driver, "synchronize", lambda: (waits.append(1), wait())[1])
+    step = _tiny_training("cuda")
+    step()
+    waits.clear()
+    lt.reset_counters()
+    with lt.profile() as p:
+        step()
+    reads = lt.counters()["host_reads_by_trigger"]
+    assert reads.get("item") == 1 and len(waits) <= sum(reads.values())  # the batch's data read and the loss
+    assert len(p.kernels) == lt.counters()["kernels"] > 50
+    assert all(k.duration_s >= 0 for k in p.kernels)

@@ -11,6 +11,7 @@ Kernels are compiled by NVRTC (kernels/cuda/nvrtc.py) to a cubin for the device'
 LAZYTENSOR_CUDA_DRIVER=auto|pycuda|cuda-bindings|emulated picks one (auto: pycuda, then cuda-bindings).
 """
 import ctypes
+import time
 
 import numpy as np
 
@@ -126,6 +127,13 @@ class EmulatedDriver:
 
     def synchronize(self):
         pass
+
+    def event(self):
+        # Kernels and copies finish before their call returns: the host clock is the stream's.
+        return time.perf_counter()
+
+    def elapsed_ms(self, start, end):
+        return (end - start) * 1e3
 
     def mem_get_info(self):
         return self.capacity - self.used, self.capacity
