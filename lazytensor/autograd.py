@@ -88,6 +88,27 @@ def _topo(root):
     return order
 
 
+_POST_BACKWARD = []
+
+
+class HookHandle:
+    """What register_post_backward_hook returns: `remove()` unregisters the hook."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def remove(self):
+        if self.fn in _POST_BACKWARD:
+            _POST_BACKWARD.remove(self.fn)
+
+
+def register_post_backward_hook(fn):
+    """Call `fn()` after every backward() has accumulated its gradients (data-parallel training
+    averages them there); returns a handle whose remove() unregisters it."""
+    _POST_BACKWARD.append(fn)
+    return HookHandle(fn)
+
+
 def backward(tensor, gradient=None, retain_graph=None, create_graph=False):
     """Accumulate d(tensor)/d(leaf) into every leaf's .grad, as lazy tensors. As in PyTorch, the graph's
     saved values are released afterwards unless `retain_graph` (default: `create_graph`), and a second
@@ -132,6 +153,8 @@ def backward(tensor, gradient=None, retain_graph=None, create_graph=False):
                     pg = pg.to(parent.dtype)
                 key = id(parent)
                 grads[key] = pg if key not in grads else _accumulate(grads[key], pg, create_graph)
+    for hook in list(_POST_BACKWARD):
+        hook()
 
 
 # ---- vector-Jacobian products: (inputs, out, attrs, grad) -> one gradient (or None) per input ----------

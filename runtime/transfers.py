@@ -107,10 +107,15 @@ class TransferLog:
     def kernel(self, node, backend, start_s, duration_s, label=None):
         self.kernel_record(node.id, label or node.op, backend, node.shape, str(node.dtype), start_s, duration_s)
 
-    def kernel_record(self, node_id, op, backend, shape, dtype, start_s, duration_s):
-        self.kernels.append(KernelLaunch(self.kernel_count, node_id, op, backend, shape, dtype, start_s,
-                                         duration_s))
+    def reserve_kernel_seq(self):
+        """A kernel record's place in launch order, for a record written later (device events)."""
         self.kernel_count += 1
+        return self.kernel_count - 1
+
+    def kernel_record(self, node_id, op, backend, shape, dtype, start_s, duration_s, seq=None):
+        if seq is None:
+            seq = self.reserve_kernel_seq()
+        self.kernels.append(KernelLaunch(seq, node_id, op, backend, shape, dtype, start_s, duration_s))
         total = self.kernel_totals.get(backend)
         if total is None:
             total = self.kernel_totals[backend] = [0, 0.0]
@@ -135,7 +140,8 @@ class TransferLog:
         if snap["generation"] != self.generation:
             snap = _CLEARED  # cleared in between: count from the clear
         transfers = [r for r in self.records if r.seq >= snap["transfer_count"]]
-        kernels = [k for k in self.kernels if k.seq >= snap["kernel_count"]]
+        # in launch order: a device kernel's record may be written after later host kernels' records
+        kernels = sorted((k for k in self.kernels if k.seq >= snap["kernel_count"]), key=lambda k: k.seq)
         n_transfers = self.transfer_count - snap["transfer_count"]
         n_kernels = self.kernel_count - snap["kernel_count"]
         return {"transfers": transfers, "kernels": kernels,

@@ -93,7 +93,8 @@ class KernelDevice(LoweringDevice, DeviceBackend):
     def defer_kernel_record(self, node, start, label):
         if self._events is None:  # a driver without events: times are host times, taken at once
             return False
-        self._held.append((node.id, label or node.op, node.shape, str(node.dtype), start, self._events))
+        self._held.append((LOG.reserve_kernel_seq(), node.id, label or node.op, node.shape, str(node.dtype), start,
+                           self._events))
         self._events = None
         return True
 
@@ -104,8 +105,9 @@ class KernelDevice(LoweringDevice, DeviceBackend):
 
     def _write_held_records(self):
         held, self._held = self._held, []
-        for node_id, op, shape, dtype, start, (begin, end) in held:
-            LOG.kernel_record(node_id, op, self.name, shape, dtype, start, self.driver.elapsed_ms(begin, end) / 1e3)
+        for seq, node_id, op, shape, dtype, start, (begin, end) in held:
+            LOG.kernel_record(node_id, op, self.name, shape, dtype, start, self.driver.elapsed_ms(begin, end) / 1e3,
+                              seq)
 
     def download(self, block, out):
         measured = self.driver.download(out, block.ptr)

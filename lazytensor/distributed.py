@@ -1,0 +1,251 @@
+"""Data-parallel training across processes, in PyTorch's shape (`torch.distributed` and DDP), over MPI.
+
+    mpiexec -n 2 python train.py        # every rank runs the same program
+    import lazytensor.distributed as dist
+    dist.init()                          # from the MPI environment
+    model = dist.DistributedDataParallel(model)   # parameters broadcast from rank 0
+    loss.backward()                      # gradients averaged across ranks, in buckets, fixed order
+
+A collective is a host read: it realizes its tensor, downloads a device-only value (transfer log reason
+"collective"), exchanges host bytes (runtime/collectives.py: fixed-order reductions, the same bytes on
+every rank) and puts the result back where the tensor lived (reason "collective-result"). Inside
+`lt.profile()` each collective is a kernel record of backend "mpi", so the summary shows the time spent
+communicating. Collectives are in-place on their tensor, as in PyTorch.
+"""
+import contextlib
+import sys
+import traceback
+import weakref
+
+from . import autograd
+from .creation import zeros
+from .grad_mode import is_grad_enabled, no_grad
+from .runtime import collectives as _coll
+from .runtime import hostio
+from .runtime.transfers import LOG, now
+from .shape_ops import cat
+from .tensor import Tensor
+
+_STATE = {"comm": None, "calls": 0, "seconds": 0.0, "bytes": 0}
+
+
+def init(abort_on_exception=True):
+    """Join the job this process was started in (`mpiexec -n N`; a plain `python` run is a job of one).
+    Idempotent. With `abort_on_exception`, an uncaught exception on any rank prints its traceback and
+    aborts every rank, so no rank waits forever in a collective for one that failed."""
+    if _STATE["comm"] is None:
+        _STATE["comm"] = _coll.MPICollectives()
+        if abort_on_exception and _STATE["comm"].size > 1:
+            _install_abort_hook(_STATE["comm"])
+    return _STATE["comm"].rank
+
+
+def _install_abort_hook(comm):
+    previous = sys.excepthook
+
+    def abort(kind, value, tb):
+        sys.stderr.write(f"lazytensor.distributed: rank {comm.rank} of {comm.size} failed; aborting every rank\n")
+        sys.stderr.write("".join(traceback.format_exception(kind, value, tb)))
+        sys.stderr.flush()
+        comm.abort(1)
+        previous(kind, value, tb)
+    sys.excepthook = abort
+
+
+def is_initialized():
+    return _STATE["comm"] is not None
+
+
+def _comm():
+    if _STATE["comm"] is None:
+        raise RuntimeError("lazytensor.distributed: call dist.init() first (under mpiexec, or alone for one rank)")
+    return _STATE["comm"]
+
+
+def rank():
+    """This process's rank (0 .. world_size() - 1)."""
+    return _comm().rank
+
+
+def world_size():
+    return _comm().size
+
+
+def library():
+    """The transport's name and version (e.g. "MPICH Version: 5.0.2")."""
+    comm = _comm()
+    return getattr(comm, "library", comm.name)
+
+
+def barrier():
+    _comm().barrier()
+
+
+def _host_value(tensor):
+    """(host array, the device backend holding the value or None): the tensor realized, a device-only
+    value downloaded (logged as "collective")."""
+    node = tensor._node
+    array = hostio.host_array(node, "collective", reason="collective")
+    buf = node.buffer
+    return array, (buf.backend if buf.on_device else None)
+
+
+def stats():
+    """Collectives this process has run: {"calls", "seconds" (exchanging bytes, the realization of the
+    values excluded), "bytes" (the values' sizes)}."""
+    return {k: _STATE[k] for k in ("calls", "seconds", "bytes")}
+
+
+def _exchanged(start, nbytes):
+    _STATE["calls"] += 1
+    _STATE["seconds"] += now() - start
+    _STATE["bytes"] += nbytes
+
+
+def _put(tensor, array, backend, what, start):
+    """`tensor` now holds `array`, uploaded to `backend` (where its consumers run) when there is one.
+    `start`: when the exchange began (the profile's record covers the exchange and the upload)."""
+    node = hostio.data_node(array, exclusive=True)
+    if backend is not None:
+        hostio.place_on_device(node, backend, reason="collective-result")
+    tensor._node = node
+    if LOG.profiling:
+        LOG.kernel_record(node.id, what, "mpi", array.shape, str(array.dtype), start, now() - start)
+    return tensor
+
+
+def _check(tensor, what):
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"{what}: expected a lazytensor Tensor, got {type(tensor).__name__}")
+    if tensor.requires_grad and tensor._grad_fn is None and is_grad_enabled():
+        raise RuntimeError(f"{what}: a leaf that requires grad cannot be changed in place (as in PyTorch); "
+                           "call it under lt.no_grad()")
+
+
+def all_reduce(tensor, op="sum"):
+    """Replace `tensor` on every rank by the reduction over ranks ("sum", "mean", "max", "min"), the
+    same bytes everywhere (fixed rank order, float64 accumulation, one rounding). Returns `tensor`."""
+    if op not in _coll.REDUCE_OPS:
+        raise ValueError(f"all_reduce: op must be one of {', '.join(_coll.REDUCE_OPS)}, got {op!r}")
+    _check(tensor, "all_reduce")
+    if op == "mean" and tensor.dtype.np.kind not in "fc":
+        raise TypeError(f"all_reduce: op='mean' needs a float tensor, got {tensor.dtype}")
+    array, backend = _host_value(tensor)
+    start = now()
+    result = _coll.all_reduce(_comm(), array, op)
+    _exchanged(start, array.nbytes)
+    return _put(tensor, result, backend, "all_reduce", start)
+
+
+def broadcast(tensor, src=0):
+    """Replace `tensor` on every rank by rank `src`'s value. Returns `tensor`."""
+    _check(tensor, "broadcast")
+    comm = _comm()
+    if not 0 <= src < comm.size:
+        raise ValueError(f"broadcast: src must be a rank in 0..{comm.size - 1}, got {src}")
+    array, backend = _host_value(tensor)
+    start = now()
+    result = _coll.broadcast(comm, array, src)
+    _exchanged(start, array.nbytes)
+    return _put(tensor, result, backend, "broadcast", start)
+
+
+def all_gather(tensor_list, tensor):
+    """Fill `tensor_list` (world_size() tensors shaped like `tensor`) with every rank's `tensor`, in
+    rank order, as torch.distributed.all_gather does."""
+    comm = _comm()
+    if not isinstance(tensor_list, list) or len(tensor_list) != comm.size:
+        raise ValueError(f"all_gather: tensor_list must be a list of {comm.size} tensors (one per rank)")
+    _check(tensor, "all_gather")
+    array, backend = _host_value(tensor)
+    start = now()
+    gathered = _coll.all_gather(comm, array)
+    _exchanged(start, array.nbytes)
+    for i, out in enumerate(tensor_list):
+        if not isinstance(out, Tensor) or out.shape != tensor.shape or out.dtype != tensor.dtype:
+            raise ValueError(f"all_gather: tensor_list[{i}] must be a tensor of shape {tensor.shape} and "
+                             f"dtype {tensor.dtype}")
+        _put(out, gathered[i].copy(), backend, "all_gather", start)
+    return tensor_list
+
+
+class DistributedDataParallel:
+    """Wraps a Module for data-parallel training: at construction rank 0's parameters (and buffers) are
+    broadcast to every rank; after every backward() the gradients of its parameters are averaged over
+    ranks, packed into flat buckets of at most `bucket_cap_mb` (one collective per bucket; `comm_seconds`
+    sums the time spent exchanging them, the gradients' computation excluded). A parameter
+    without a gradient on a rank counts as zeros there, so every rank runs the same collectives.
+    `no_sync()` skips the averaging (gradient accumulation: the last backward averages the total).
+    Calls and attribute reads go to the wrapped module (`.module`)."""
+
+    def __init__(self, module, bucket_cap_mb=25):
+        object.__setattr__(self, "module", module)
+        object.__setattr__(self, "_syncing", True)
+        comm = _comm()
+        if comm.size > 1:
+            with no_grad():
+                for t in list(module.parameters()) + _buffers(module):
+                    broadcast(t, 0)
+        params = [p for p in module.parameters() if p.requires_grad]
+        buckets, current, size = [], [], 0
+        cap = bucket_cap_mb * 2 ** 20
+        for p in params:  # registration order; one dtype per bucket
+            nbytes = p.numel() * p.dtype.np.itemsize
+            if current and (size + nbytes > cap or p.dtype != current[0].dtype):
+                buckets.append(current)
+                current, size = [], 0
+            current.append(p)
+            size += nbytes
+        if current:
+            buckets.append(current)
+        object.__setattr__(self, "buckets", buckets)
+        ref = weakref.ref(self)
+        object.__setattr__(self, "_hook", autograd.register_post_backward_hook(
+            lambda: ref() is not None and ref()._average()))
+        object.__setattr__(self, "comm_seconds", 0.0)
+
+    def __call__(self, *args, **kwargs):
+        return self.module(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.module, name)
+
+    def __setattr__(self, name, value):
+        setattr(self.module, name, value)
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        object.__setattr__(self, "_syncing", False)
+        try:
+            yield
+        finally:
+            object.__setattr__(self, "_syncing", True)
+
+    def _average(self):
+        if not self._syncing or _comm().size == 1:
+            return
+        before = _STATE["seconds"]
+        with no_grad():
+            for bucket in self.buckets:
+                flat = cat([(p.grad if p.grad is not None else zeros(p.shape, dtype=p.dtype, device=_where(p)))
+                            .reshape(-1) for p in bucket])
+                all_reduce(flat, "mean")
+                offset = 0
+                for p in bucket:
+                    n = p.numel()
+                    p.grad = flat[offset:offset + n].reshape(p.shape)
+                    offset += n
+        object.__setattr__(self, "comm_seconds", self.comm_seconds + _STATE["seconds"] - before)
+
+    def remove(self):
+        """Stop averaging gradients (unregister the backward hook)."""
+        self._hook.remove()
+
+
+def _where(p):
+    buf = p._node.buffer
+    return buf.backend.name if buf is not None and buf.on_device else None
+
+
+def _buffers(module):
+    return [b for _, m in module.named_modules() for b in m._buffers.values() if b is not None]
