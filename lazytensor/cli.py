@@ -72,6 +72,9 @@ def _train_parser(sub):
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=d.compile,
                    help="capture the training step once and replay it (lt.jit); --no-compile rebuilds "
                         "and plans it every step (default: on)")
+    p.add_argument("--nproc", type=int, default=None,
+                   help="train data-parallel on N processes of this machine: runs mpiexec -n N lazytensor "
+                        "train with the other options (needs lazytensor[mpi]; on a cluster call mpiexec)")
 
 
 def main(argv=None):
@@ -86,8 +89,42 @@ def main(argv=None):
         demo()
         return 0
     if args.command == "train":
+        if args.nproc is not None:
+            return _launch_ranks(args.nproc, sys.argv[1:] if argv is None else argv)
         return _train(args)
     parser.error(f"unknown command {args.command}")
+
+
+def _without_nproc(argv):
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--nproc":
+            skip = True
+        elif not a.startswith("--nproc="):
+            out.append(a)
+    return out
+
+
+def _launch_ranks(n, argv):
+    """`--nproc N`: the same command under `mpiexec -n N` (its exit status is the job's)."""
+    import shutil
+    import subprocess
+    from .runtime.collectives import launched_by_mpi
+    if n < 1:
+        print(f"lazytensor train: error: --nproc {n}: give at least 1 process", file=sys.stderr)
+        return 2
+    if launched_by_mpi():
+        print("lazytensor train: error: --nproc inside an mpiexec job; give one or the other", file=sys.stderr)
+        return 2
+    here = os.path.dirname(sys.executable)
+    mpiexec = shutil.which("mpiexec", path=here + os.pathsep + os.environ.get("PATH", ""))
+    if mpiexec is None:
+        print("lazytensor train: error: --nproc needs mpiexec: pip install 'lazytensor[mpi]' (mpi4py and "
+              "MPICH), or load your cluster's MPI", file=sys.stderr)
+        return 2
+    return subprocess.call([mpiexec, "-n", str(n), sys.executable, "-m", "lazytensor"] + _without_nproc(argv))
 
 
 def _train(args):
@@ -95,7 +132,7 @@ def _train(args):
     130 stopped by Ctrl-C or SIGTERM."""
     from .runtime import host_malloc
     from .train import TrainConfig, run
-    options = {k: v for k, v in vars(args).items() if k != "command"}
+    options = {k: v for k, v in vars(args).items() if k not in ("command", "nproc")}
     try:
         if host_malloc.setting() != "default":
             host_malloc.tune()  # this process is ours: keep freed arrays for the next step

@@ -1,11 +1,15 @@
 """The training job behind `lazytensor train`: a char-level GPT on a text, with progress, periodic
 validation and checkpoints, exact resumption, a clean stop on Ctrl-C, a sample, the transfer summary,
-residency stats and a loss-curve PNG.
+residency stats and a loss-curve PNG. Under `mpiexec -n N` it trains data-parallel (docs/DISTRIBUTED.md):
+each rank takes its part of a global batch of N x the config's batch, gradients are averaged, the
+logged and validation losses are averaged over ranks, and only rank 0 prints and writes files.
 
 Every input and output path and every setting is checked before anything is built; a loss that turns
 NaN or infinite stops the run and leaves the last good checkpoint in place.
 """
 import collections
+import dataclasses
+import io
 import math
 import os
 import sys
@@ -13,14 +17,16 @@ import time
 
 import numpy as np
 
-from . import checkpoint, grad_mode, nn, optim
+from . import checkpoint, distributed, grad_mode, nn, optim
 from .compiled import jit
+from .creation import tensor
 from .data import CharDataset, default_corpus
+from .dtypes import float64
 from .device_api import get_device, kernel_cache_dir, profile, residency_stats, set_device, set_memory_budget
 from .evaluation import realize
 from .models.gpt import CONFIGS, GPT, GPTConfig
 from .random import get_rng_state, manual_seed, set_rng_state
-from .runtime import devices
+from .runtime import collectives, devices
 from .stop_request import StopRequest
 from .train_config import TrainConfig, TrainError, check, plan_of, resolve  # noqa: F401 (TrainConfig: API)
 
@@ -54,21 +60,44 @@ def build(cfg, data):
 
 
 def evaluate(model, data, batch_size, block_size, iters, splits=("train", "val")):
-    """Mean loss over `iters` fixed batches of each split (no gradients, eval mode, RNG left as found)."""
+    """Mean loss over `iters` fixed batches of each split (no gradients, eval mode, RNG left as found).
+    In a data-parallel job the ranks share the batches (rank r takes batches r, r + N, ...) and the
+    mean is over all of them: the value one process would compute."""
     state = get_rng_state()
+    rank, size = _ranks()
     model.eval()
     out = {}
     try:
         with grad_mode.no_grad():
             for split in splits:
                 manual_seed(EVAL_SEED + ("train", "val").index(split))  # a split's batches never vary
-                losses = [model(*data.batch(split, batch_size, block_size))[1] for _ in range(iters)]
+                batches = [data.batch(split, batch_size, block_size) for _ in range(iters)]
+                losses = [model(*batch)[1] for batch in batches[rank::size]]
                 realize(*losses)
-                out[split] = float(np.mean([loss.item() for loss in losses]))
+                values = [loss.item() for loss in losses]
+                if size > 1:
+                    total = distributed.all_reduce(tensor([sum(values), len(values)], dtype=float64))
+                    out[split] = float(total[0].item() / total[1].item())
+                else:
+                    out[split] = float(np.mean(values))
     finally:
         model.train()
         set_rng_state(state)
     return out
+
+
+def _ranks():
+    """(rank, number of ranks) of this data-parallel job; (0, 1) outside one."""
+    if distributed.is_initialized():
+        return distributed.rank(), distributed.world_size()
+    return 0, 1
+
+
+def _join_job():
+    """Under an MPI launcher with several ranks, join the job; returns (rank, number of ranks)."""
+    if collectives.launched_by_mpi():
+        distributed.init()
+    return _ranks()
 
 
 def _read_text(path):
@@ -144,6 +173,9 @@ class _Run:
             print(line, file=self.out, flush=True)
 
     def save(self, model, opt, data, completed, rng_state):
+        if distributed.is_initialized() and distributed.rank() != 0:  # every rank holds the same state
+            self.saved_step = completed
+            return
         meta = {"step": completed, "config": self.cfg.config, "vocab": "".join(data.chars),
                 "plan": plan_of(self.cfg), "rng": rng_state, "history": self.history}
         checkpoint.save(self.cfg.checkpoint, model, opt, meta=meta, require_finite=True)
@@ -155,6 +187,10 @@ def run(cfg, out=None):
     "interrupted" or "nonfinite"), losses, timings, stats. Bad settings raise TrainError first."""
     out = sys.stdout if out is None else out
     check(cfg)
+    rank, size = _join_job()
+    if rank != 0:  # rank 0 reports and writes; the others train quietly (and decide alike: same cfg)
+        out = io.StringIO()
+        cfg = dataclasses.replace(cfg, png=None, progress=False)
     meta, saved = _resume_point(cfg)
     cfg = resolve(cfg, saved)
     if cfg.device is not None:
@@ -180,12 +216,16 @@ def run(cfg, out=None):
         sched.load_state_dict({"base_lrs": sched.base_lrs, "last_epoch": start})
         state.history = {k: list(v) for k, v in {**state.history, **meta.get("history", {})}.items()}
     params = list(model.parameters())
-    step_fn = jit(train_step) if cfg.compile else train_step
+    stepped = distributed.DistributedDataParallel(model) if size > 1 else model
+    compiled = cfg.compile and size == 1  # a compiled step cannot replay collectives yet
+    step_fn = jit(train_step) if compiled else train_step
     resumed = f", resuming at step {start} from {cfg.resume}" if meta is not None else ""
+    how = "compiled step (lt.jit)" if compiled else \
+        "eager step (--no-compile)" if size == 1 else "eager steps (a compiled step does not replay collectives yet)"
+    ranks = f", on each of {size} data-parallel ranks ({distributed.library()})" if size > 1 else ""
     state.say(f"lazytensor train: config {cfg.config} ({model.num_parameters():,} parameters, "
               f"{len(data.train):,} training chars, vocab {data.vocab_size}), device {device}, "
-              f"{cfg.steps} steps, batch {batch_size} x {block}{resumed}, "
-              f"{'compiled step (lt.jit)' if cfg.compile else 'eager step (--no-compile)'}")
+              f"{cfg.steps} steps, batch {batch_size} x {block}{resumed}{ranks}, {how}")
     _first_run_note(out)
     status, bad_value, step = "done", None, start - 1
     bar = _progress(cfg, start, cfg.progress)
@@ -196,11 +236,13 @@ def run(cfg, out=None):
             window_start, window_steps = time.perf_counter(), 0
             for step in range(start, cfg.steps):
                 t0 = time.perf_counter()
-                x, y = data.batch("train", batch_size, block)
+                x, y = data.batch("train", batch_size * size, block)  # every rank draws the global batch
+                if size > 1:
+                    x, y = x[rank * batch_size:(rank + 1) * batch_size], y[rank * batch_size:(rank + 1) * batch_size]
                 if device != "cpu":
                     x.to(device)
                     y.to(device)
-                loss = step_fn(model, opt, params, x, y, cfg.grad_clip)
+                loss = step_fn(stepped, opt, params, x, y, cfg.grad_clip)
                 sched.step()
                 state.step_times.append(time.perf_counter() - t0)
                 window_steps += 1
@@ -208,6 +250,8 @@ def run(cfg, out=None):
                 log = step % cfg.log_every == 0 or completed == cfg.steps
                 save = bool(cfg.checkpoint and cfg.checkpoint_every and completed % cfg.checkpoint_every == 0)
                 if log or save or stop.requested:
+                    if size > 1 and (log or save):  # the same steps on every rank: the mean over ranks
+                        distributed.all_reduce(loss, "mean")
                     value = loss.item()  # the only host read of a step, and only on these steps
                     if not math.isfinite(value):
                         status, bad_value = "nonfinite", value
@@ -216,7 +260,7 @@ def run(cfg, out=None):
                     state.history["steps"].append(step)
                     state.history["loss"].append(value)
                     elapsed = time.perf_counter() - window_start
-                    tok_s = batch_size * block * window_steps / elapsed
+                    tok_s = size * batch_size * block * window_steps / elapsed
                     state.say(f"step {step:5d} | loss {value:.4f} | {tok_s:9,.0f} tok/s | "
                               f"{1e3 * elapsed / window_steps:7.1f} ms/step | lr {sched.get_last_lr()[0]:.2e}", bar)
                     if bar is not None:

@@ -67,7 +67,7 @@ class MPICollectives(Collectives):
                                "against your cluster's MPI") from exc
         self.comm = MPI.COMM_WORLD
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
-        self.library = MPI.Get_library_version().splitlines()[0].strip()
+        self.library = " ".join(MPI.Get_library_version().splitlines()[0].split())
 
     def all_to_all(self, rows):
         out = np.empty_like(rows)

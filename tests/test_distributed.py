@@ -118,3 +118,29 @@ def test_a_bad_reduction_is_refused_at_the_call():
         dist.all_reduce(lt.tensor([1.0]), op="avg")
     with pytest.raises(TypeError, match="expected a lazytensor Tensor"):
         dist.all_reduce(np.ones(3))
+
+
+def _train(cwd, *args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "lazytensor", "train", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=timeout)
+
+
+@needs_mpi
+def test_lazytensor_train_on_two_ranks_reports_once_writes_once_and_resumes_on_one(tmp_path):
+    ck = tmp_path / "ck.npz"
+    common = ["--steps", "6", "--log-every", "2", "--eval-every", "100", "--eval-iters", "2", "--sample-chars", "0"]
+    two = _train(tmp_path, "--nproc", "2", *common, "--checkpoint", str(ck), "--checkpoint-every", "3")
+    assert two.returncode == 0, two.stderr
+    lines = two.stdout.splitlines()
+    assert len([line for line in lines if line.startswith("lazytensor train:")]) == 1  # rank 0 alone prints
+    assert "on each of 2 data-parallel ranks" in lines[0] and "eager steps" in lines[0]
+    assert len([line for line in lines if line.startswith("step ")]) == 4 and ck.exists()
+    one = _train(tmp_path, "--steps", "8", "--resume", str(ck), "--log-every", "1", "--eval-iters", "2",
+                 "--sample-chars", "0")
+    assert one.returncode == 0, one.stderr
+    assert "resuming at step 6" in one.stdout and "step     7 |" in one.stdout
+
+
+def test_nproc_below_one_is_refused_with_the_flag_named(tmp_path):
+    done = _train(tmp_path, "--nproc", "0", "--steps", "1")
+    assert done.returncode == 2 and "--nproc 0: give at least 1 process" in done.stderr
