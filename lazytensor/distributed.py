@@ -22,7 +22,7 @@ from .creation import zeros
 from .grad_mode import is_grad_enabled, no_grad
 from .runtime import collectives as _coll
 from .runtime import hostio
-from .runtime.transfers import LOG, now
+from .runtime.transfers import now
 from .shape_ops import cat
 from .tensor import Tensor
 
@@ -81,37 +81,32 @@ def barrier():
     _comm().barrier()
 
 
-def _host_value(tensor):
-    """(host array, the device backend holding the value or None): the tensor realized, a device-only
-    value downloaded (logged as "collective")."""
-    node = tensor._node
-    array = hostio.host_array(node, "collective", reason="collective")
-    buf = node.buffer
-    return array, (buf.backend if buf.on_device else None)
+def _exchanged(seconds, nbytes):
+    _STATE["calls"] += 1
+    _STATE["seconds"] += seconds
+    _STATE["bytes"] += nbytes
+
+
+def _timed(exchange):
+    """`exchange` (host array -> host array), with its time and bytes added to stats()."""
+    def run(array):
+        start = now()
+        result = exchange(array)
+        _exchanged(now() - start, array.nbytes)
+        return result
+    return run
+
+
+def _replace(tensor, exchange, label):
+    """`tensor` now holds exchange(its value), where its value was (runtime: hostio.exchange)."""
+    tensor._node = hostio.exchange(tensor._node, _timed(exchange), label, _comm().name)
+    return tensor
 
 
 def stats():
     """Collectives this process has run: {"calls", "seconds" (exchanging bytes, the realization of the
     values excluded), "bytes" (the values' sizes)}."""
     return {k: _STATE[k] for k in ("calls", "seconds", "bytes")}
-
-
-def _exchanged(start, nbytes):
-    _STATE["calls"] += 1
-    _STATE["seconds"] += now() - start
-    _STATE["bytes"] += nbytes
-
-
-def _put(tensor, array, backend, what, start):
-    """`tensor` now holds `array`, uploaded to `backend` (where its consumers run) when there is one.
-    `start`: when the exchange began (the profile's record covers the exchange and the upload)."""
-    node = hostio.data_node(array, exclusive=True)
-    if backend is not None:
-        hostio.place_on_device(node, backend, reason="collective-result")
-    tensor._node = node
-    if LOG.profiling:
-        LOG.kernel_record(node.id, what, "mpi", array.shape, str(array.dtype), start, now() - start)
-    return tensor
 
 
 def _check(tensor, what):
@@ -130,11 +125,8 @@ def all_reduce(tensor, op="sum"):
     _check(tensor, "all_reduce")
     if op == "mean" and tensor.dtype.np.kind not in "fc":
         raise TypeError(f"all_reduce: op='mean' needs a float tensor, got {tensor.dtype}")
-    array, backend = _host_value(tensor)
-    start = now()
-    result = _coll.all_reduce(_comm(), array, op)
-    _exchanged(start, array.nbytes)
-    return _put(tensor, result, backend, "all_reduce", start)
+    comm = _comm()
+    return _replace(tensor, lambda array: _coll.all_reduce(comm, array, op), "all_reduce")
 
 
 def broadcast(tensor, src=0):
@@ -143,11 +135,7 @@ def broadcast(tensor, src=0):
     comm = _comm()
     if not 0 <= src < comm.size:
         raise ValueError(f"broadcast: src must be a rank in 0..{comm.size - 1}, got {src}")
-    array, backend = _host_value(tensor)
-    start = now()
-    result = _coll.broadcast(comm, array, src)
-    _exchanged(start, array.nbytes)
-    return _put(tensor, result, backend, "broadcast", start)
+    return _replace(tensor, lambda array: _coll.broadcast(comm, array, src), "broadcast")
 
 
 def all_gather(tensor_list, tensor):
@@ -157,15 +145,13 @@ def all_gather(tensor_list, tensor):
     if not isinstance(tensor_list, list) or len(tensor_list) != comm.size:
         raise ValueError(f"all_gather: tensor_list must be a list of {comm.size} tensors (one per rank)")
     _check(tensor, "all_gather")
-    array, backend = _host_value(tensor)
-    start = now()
-    gathered = _coll.all_gather(comm, array)
-    _exchanged(start, array.nbytes)
     for i, out in enumerate(tensor_list):
         if not isinstance(out, Tensor) or out.shape != tensor.shape or out.dtype != tensor.dtype:
             raise ValueError(f"all_gather: tensor_list[{i}] must be a tensor of shape {tensor.shape} and "
                              f"dtype {tensor.dtype}")
-        _put(out, gathered[i].copy(), backend, "all_gather", start)
+    stacked = _replace(tensor.detach(), lambda array: _coll.all_gather(comm, array), "all_gather")
+    for i, out in enumerate(tensor_list):
+        out._node = stacked[i]._node
     return tensor_list
 
 

@@ -217,11 +217,9 @@ def run(cfg, out=None):
         state.history = {k: list(v) for k, v in {**state.history, **meta.get("history", {})}.items()}
     params = list(model.parameters())
     stepped = distributed.DistributedDataParallel(model) if size > 1 else model
-    compiled = cfg.compile and size == 1  # a compiled step cannot replay collectives yet
-    step_fn = jit(train_step) if compiled else train_step
+    step_fn = jit(train_step) if cfg.compile else train_step  # a replay runs the gradient collectives too
     resumed = f", resuming at step {start} from {cfg.resume}" if meta is not None else ""
-    how = "compiled step (lt.jit)" if compiled else \
-        "eager step (--no-compile)" if size == 1 else "eager steps (a compiled step does not replay collectives yet)"
+    how = "compiled step (lt.jit)" if cfg.compile else "eager step (--no-compile)"
     ranks = f", on each of {size} data-parallel ranks ({distributed.library()})" if size > 1 else ""
     state.say(f"lazytensor train: config {cfg.config} ({model.num_parameters():,} parameters, "
               f"{len(data.train):,} training chars, vocab {data.vocab_size}), device {device}, "

@@ -14,7 +14,7 @@ import weakref
 
 import numpy as np
 
-from . import counters, devices, launch_plan, parallel, rng, scheduler
+from . import copies, counters, devices, launch_plan, parallel, rng, scheduler
 from .graph import Node
 from .locking import serialized
 from .policy import is_param
@@ -44,8 +44,9 @@ class GroupTemplate:
 
 
 class Step:
-    """One recorded action: `kind` ("node", "device_group", "host_group", "view"), the backend, what to
-    run (a node or group template, or a view's index), operand slots, result slot, slots to drop after.
+    """One recorded action: `kind` ("node", "device_group", "host_group", "view", "exchange"), the
+    backend, what to run (a node or group template, a view's index, an exchange's (fn, label, transport,
+    device)), operand slots, result slot, slots to drop after.
     A device kernel also keeps its launches and, for runtime/launch_plan.py, how its operands were
     passed when captured (`params`: 0-d host values as scalars), their shapes and dtypes, and whether
     its result kept a host copy."""
@@ -61,6 +62,19 @@ class Step:
         self.params = tuple(is_param(b) for b in operands) if on_device else ()
         self.shapes, self.dtypes = tuple(b.shape for b in operands), tuple(b.dtype for b in operands)
         self.host_copy = on_device and kind == "node" and scheduler.keeps_host_copy(what, operands)
+
+
+class Exchange:
+    """What an "exchange" step runs: copies.exchange's arguments after the buffer, and the bytes of
+    its result (for runtime/launch_plan.py's memory model)."""
+
+    __slots__ = ("args", "nbytes")
+
+    def __init__(self, args, nbytes):
+        self.args, self.nbytes = args, nbytes
+
+
+KERNELS = ("node", "device_group", "host_group")  # the step kinds that run a kernel
 
 
 class Recorder:
@@ -115,6 +129,11 @@ class Recorder:
     def view(self, source, index, result):
         """`result` is a host view `source.host[index]` made without a kernel (optimizers' (p, m, v))."""
         self.steps.append(Step("view", None, index, [self.slot(source)], self._result_slot(result)))
+
+    def exchange(self, what, source, result):
+        """`result` is copies.exchange(source, *what): a collective, repeated at each replay."""
+        self.steps.append(Step("exchange", None, Exchange(what, result.nbytes), [self.slot(source)],
+                               self._result_slot(result)))
 
     # ---- slots -------------------------------------------------------------------------------------
     def slot(self, buf):
@@ -185,11 +204,11 @@ class Program:
             if step.out not in keep and step.out not in last:
                 step.drop += (step.out,)  # a result nobody reads (kept by the eager run only as long)
         self.split = parallel.worth_splitting([step.what.root if step.kind in ("device_group", "host_group")
-                                               else step.what for step in steps if step.kind != "view"])
+                                               else step.what for step in steps if step.kind in KERNELS])
         self._plan = None  # runtime/launch_plan.LaunchPlan, built after the first replay (False: none)
 
     def __len__(self):
-        return sum(step.kind != "view" for step in self.steps)
+        return sum(step.kind in KERNELS for step in self.steps)
 
     @serialized
     def run(self, bound):
@@ -277,6 +296,8 @@ def _execute(step, operands, stream0, chain):
         src = operands[0]
         view = src.host[what]
         return Buffer(src.node_id, "data", view.shape, view.dtype).set_host_result(view, False)
+    if kind == "exchange":
+        return copies.exchange(operands[0], *what.args)
     if kind == "node":
         if step.stream is not None:
             what = template(what)

@@ -1,4 +1,5 @@
 """Moving one buffer across the host/device boundary, with its transfer record."""
+from .residency import Buffer
 from .transfers import LOG, now
 
 
@@ -37,3 +38,20 @@ def download(buf, reason):
     measured = backend.download(buf.device, host)
     buf.add_host_copy(host)
     LOG.record("d2h", buf, reason, backend.name, start, measured if measured is not None else now() - start)
+
+
+def exchange(buf, fn, label, transport, backend):
+    """A new Buffer holding fn(`buf`'s host value), for a collective between processes (`fn` exchanges
+    bytes with the other ranks): `buf` downloaded first when only a device has it (reason "collective"),
+    the result uploaded to `backend` when given (reason "collective-result", where its readers run).
+    While profiling, the exchange and upload are a kernel record `label` of backend `transport`."""
+    if not buf.on_host:
+        download(buf, "collective")
+    start = now()
+    array = fn(buf.host)
+    result = Buffer(buf.node_id, label, array.shape, array.dtype).set_host_result(array, True)
+    if backend is not None:
+        make_resident(result, backend, "collective-result")  # no room: it stays on the host
+    if LOG.profiling:
+        LOG.kernel_record(buf.node_id, label, transport, array.shape, str(array.dtype), start, now() - start)
+    return result

@@ -52,6 +52,22 @@ def peek_host(node):
     return buf.host if buf is not None and buf.on_host else None
 
 
+@serialized
+def exchange(node, fn, label, transport):
+    """Realize `node` and return a new realized node holding fn(its host value), placed where `node`'s
+    value was (copies.exchange): a collective between processes. Inside a capture it is a step of
+    the compiled program, run again at each replay (runtime/capture.py)."""
+    realize([node])
+    buf = node.buffer
+    backend = buf.backend if buf.on_device else None
+    result = copies.exchange(buf, fn, label, transport, backend)
+    COUNTERS.host_reads["collective"] += 1
+    recorder = scheduler.active_recorder()
+    if recorder is not None:
+        recorder.exchange((fn, label, transport, backend), buf, result)
+    return value_node(result)
+
+
 def data_node(array, exclusive):
     """A realized leaf holding `array` on the host."""
     node = Node("data", (), {}, array.shape, array.dtype)

@@ -97,6 +97,41 @@ def train(out, per_rank_batch, steps=20):
     np.savez(os.path.join(out, f"rank{rank}.npz"), losses=np.array(losses), **arrays)
 
 
+def train_compiled(out, per_rank_batch=8, steps=12):
+    """The same data-parallel training eagerly and as an lt.jit step (whose replays run the gradient
+    collectives as steps of the compiled program): the bytes must agree."""
+    rank, size = dist.rank(), dist.world_size()
+    data = np.random.default_rng(3)
+    batches = []
+    for _ in range(steps):
+        xs = data.standard_normal((per_rank_batch * size, 8)).astype(np.float32)
+        lo, hi = rank * per_rank_batch, (rank + 1) * per_rank_batch
+        batches.append((xs[lo:hi], np.sin(xs[lo:hi, :4] * 2.0).astype(np.float32)))
+    results = {}
+    for mode in ("eager", "compiled"):
+        lt.manual_seed(99)
+        model = dist.DistributedDataParallel(MLP())
+        opt = optim.AdamW(model.parameters(), lr=1e-2)
+
+        def step(x, y):
+            loss = nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            return loss
+        fn = lt.jit(step) if mode == "compiled" else step
+        losses = [float(fn(lt.tensor(x), lt.tensor(y)).item()) for x, y in batches]
+        model.remove()
+        results[mode] = (losses, [p.numpy().copy() for p in model.parameters()])
+        if mode == "compiled":
+            results["replayed"] = fn.stats()["replayed"]
+    same = results["eager"][0] == results["compiled"][0] and all(
+        a.tobytes() == b.tobytes() for a, b in zip(results["eager"][1], results["compiled"][1]))
+    _write(out, {"rank": rank, "same": same, "replayed": results["replayed"], "counters": lt.counters(),
+                 "params": [p.tolist() for p in results["compiled"][1][:1]]})
+
+
 def fault(out, how):
     """Rank 1 raises (or dies without a word) at step 3 while rank 0 goes on into the next collective."""
     rank = dist.rank()
@@ -121,5 +156,7 @@ if __name__ == "__main__":
         collectives(out)
     elif scenario == "train":
         train(out, int(sys.argv[3]))
+    elif scenario == "train_compiled":
+        train_compiled(out)
     elif scenario == "fault":
         fault(out, sys.argv[3])

@@ -97,6 +97,15 @@ def test_two_ranks_of_batch_b_match_one_process_of_batch_2b(trained):
 
 
 @needs_mpi
+def test_a_compiled_data_parallel_step_replays_its_collectives_with_the_eager_bytes(tmp_path):
+    done, _ = _mpiexec(2, "train_compiled", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    reports = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert all(r["same"] and r["replayed"] == 10 for r in reports)
+    assert reports[0]["params"] == reports[1]["params"]
+
+
+@needs_mpi
 @pytest.mark.parametrize("how", ["raises", "dies"])
 def test_a_failing_rank_ends_the_whole_job_within_60_seconds(tmp_path, how):
     done, seconds = _mpiexec(2, "fault", str(tmp_path), how, timeout=90)
@@ -133,7 +142,7 @@ def test_lazytensor_train_on_two_ranks_reports_once_writes_once_and_resumes_on_o
     assert two.returncode == 0, two.stderr
     lines = two.stdout.splitlines()
     assert len([line for line in lines if line.startswith("lazytensor train:")]) == 1  # rank 0 alone prints
-    assert "on each of 2 data-parallel ranks" in lines[0] and "eager steps" in lines[0]
+    assert "on each of 2 data-parallel ranks" in lines[0] and "compiled step" in lines[0]
     assert len([line for line in lines if line.startswith("step ")]) == 4 and ck.exists()
     one = _train(tmp_path, "--steps", "8", "--resume", str(ck), "--log-every", "1", "--eval-iters", "2",
                  "--sample-chars", "0")
