@@ -45,8 +45,8 @@ class GroupTemplate:
 
 class Step:
     """One recorded action: `kind` ("node", "device_group", "host_group", "view", "exchange"), the
-    backend, what to run (a node or group template, a view's index, an exchange's (fn, label, transport,
-    device)), operand slots, result slot, slots to drop after.
+    backend, what to run (a node or group template, a view's index, an Exchange), operand slots,
+    result slot, slots to drop after.
     A device kernel also keeps its launches and, for runtime/launch_plan.py, how its operands were
     passed when captured (`params`: 0-d host values as scalars), their shapes and dtypes, and whether
     its result kept a host copy."""
