@@ -194,3 +194,37 @@ def test_scatter_and_index_add_refuse_bad_shapes_and_negative_indices():
         lt.tensor(X).index_add(0, lt.tensor([-1]), lt.ones(1, 4, dtype=lt.float64))
     with pytest.raises(ValueError, match="no larger than src"):
         lt.tensor(X).scatter_add(0, lt.tensor([[0, 1, 2]]), lt.ones(1, 2, dtype=lt.float64))
+
+
+# ---- every API that takes an iterable reads a generator once and fully -------------------------------
+
+@pytest.mark.parametrize("make", ["SGD", "Adam", "AdamW"])
+def test_optimizers_take_a_parameter_generator_and_groups_of_generators(make):
+    cls = getattr(lt.optim, make)
+    model = lt.nn.Linear(3, 2)
+    opt = cls([{"params": (p for p in [model.weight])}, {"params": iter([model.bias]), "lr": 0.0}], lr=0.1)
+    w0, b0 = model.weight.numpy().copy(), model.bias.numpy().copy()
+    model(lt.ones(4, 3)).sum().backward()
+    opt.step()
+    assert not np.array_equal(w0, model.weight.numpy()) and np.array_equal(b0, model.bias.numpy())
+    plain = lt.nn.Linear(3, 2)
+    opt = cls(plain.parameters(), lr=0.1)
+    w0 = plain.weight.numpy().copy()
+    plain(lt.ones(4, 3)).sum().backward()
+    opt.step()
+    assert not np.array_equal(w0, plain.weight.numpy())
+
+
+def test_cat_stack_realize_and_containers_take_generators():
+    parts = lambda: (lt.ones(2) * i for i in range(3))  # noqa: E731
+    assert lt.cat(parts()).numpy().tolist() == [0.0, 0.0, 1.0, 1.0, 2.0, 2.0]
+    assert lt.stack(parts()).shape == (3, 2)
+    realized = lt.realize(*parts())
+    assert all(t.residency != lt.Residency.PENDING for t in realized)
+    assert len(lt.nn.ModuleList(lt.nn.Linear(2, 2) for _ in range(3))) == 3
+    assert len(list(lt.nn.Sequential(*(lt.nn.Linear(2, 2) for _ in range(2))).parameters())) == 4
+    model = lt.nn.Linear(3, 2)
+    model(lt.ones(4, 3) * 100).sum().backward()
+    lt.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    total = sum(float((p.grad * p.grad).sum().item()) for p in model.parameters())
+    assert abs(total ** 0.5 - 1.0) < 1e-4  # every gradient was clipped, not just the first pass's
