@@ -8,7 +8,7 @@ import numpy as np
 
 import lazytensor as lt
 import lazytensor.distributed as dist
-from lazytensor import nn, optim
+from lazytensor import checkpoint, nn, optim
 
 
 def collectives(out):
@@ -132,6 +132,39 @@ def train_compiled(out, per_rank_batch=8, steps=12):
                  "params": [p.tolist() for p in results["compiled"][1][:1]]})
 
 
+def _ddp_run(steps, start=0, resume=None, save_at=None, fail_at=None, path=None):
+    """DDP training of the MLP from seed 5 for steps [start, steps); a checkpoint (lazytensor/checkpoint)
+    written after step `save_at` by rank 0, resumed from `resume`, rank 1 raising at `fail_at`."""
+    rank, size = dist.rank(), dist.world_size()
+    lt.manual_seed(5)
+    model = dist.DistributedDataParallel(MLP())
+    opt = optim.AdamW(model.parameters(), lr=1e-2)
+    if resume is not None:
+        checkpoint.load(resume, model.module, opt)
+    for step in range(start, steps):
+        data = np.random.default_rng(1000 + step)  # the batch of a step depends on the step alone
+        xs = data.standard_normal((8 * size, 8)).astype(np.float32)[rank * 8:(rank + 1) * 8]
+        if rank == 1 and step == fail_at:
+            raise RuntimeError("rank 1 fails after the checkpoint")
+        loss = nn.functional.mse_loss(model(lt.tensor(xs)), lt.tensor(np.sin(xs[:, :4])))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if step + 1 == save_at and rank == 0:
+            checkpoint.save(path, model.module, opt, meta={"step": step + 1})
+        dist.barrier()
+    return [p.numpy() for p in model.parameters()]
+
+
+def fault_then_resume(out, phase):
+    path = os.path.join(out, "ck.npz")
+    if phase == "fail":
+        _ddp_run(10, save_at=5, fail_at=7, path=path)
+    else:
+        params = _ddp_run(10, start=5, resume=path) if phase == "resume" else _ddp_run(10)
+        np.savez(os.path.join(out, f"{phase}{dist.rank()}.npz"), *params)
+
+
 def fault(out, how):
     """Rank 1 raises (or dies without a word) at step 3 while rank 0 goes on into the next collective."""
     rank = dist.rank()
@@ -158,5 +191,7 @@ if __name__ == "__main__":
         train(out, int(sys.argv[3]))
     elif scenario == "train_compiled":
         train_compiled(out)
+    elif scenario == "fault_then_resume":
+        fault_then_resume(out, sys.argv[3])
     elif scenario == "fault":
         fault(out, sys.argv[3])

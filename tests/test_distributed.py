@@ -115,6 +115,18 @@ def test_a_failing_rank_ends_the_whole_job_within_60_seconds(tmp_path, how):
         assert "rank 1 fails on purpose" in done.stderr
 
 
+@needs_mpi
+def test_a_checkpoint_written_before_a_rank_fails_resumes_to_the_uninterrupted_bytes(tmp_path):
+    failed, _ = _mpiexec(2, "fault_then_resume", str(tmp_path), "fail")
+    assert failed.returncode != 0 and "rank 1 fails after the checkpoint" in failed.stderr
+    assert (tmp_path / "ck.npz").exists()
+    for phase in ("resume", "straight"):
+        done, _ = _mpiexec(2, "fault_then_resume", str(tmp_path), phase)
+        assert done.returncode == 0, done.stderr
+    resumed, straight = np.load(tmp_path / "resume0.npz"), np.load(tmp_path / "straight0.npz")
+    assert all(resumed[k].tobytes() == straight[k].tobytes() for k in straight.files)
+
+
 def test_collectives_before_init_say_what_to_call():
     if dist.is_initialized():
         pytest.skip("this process joined an MPI job")
