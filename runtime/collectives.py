@@ -14,8 +14,9 @@ import numpy as np
 
 REDUCE_OPS = ("sum", "mean", "max", "min")
 
-# Set by every MPI launcher we know of (MPICH/Hydra, Open MPI, Slurm's PMI, Intel MPI).
-_LAUNCHER_SIZE = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMIX_SIZE", "SLURM_NTASKS")
+# Set for each rank by the MPI launchers we know of (MPICH/Hydra and Intel MPI, Open MPI, PMIx and
+# Slurm's srun); not SLURM_NTASKS, which a batch script's single python process also sees.
+_LAUNCHER_SIZE = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMIX_SIZE")
 
 
 def launched_by_mpi():
@@ -98,7 +99,7 @@ def all_reduce(comm, array, op):
     """The fixed-order reduction (module docstring) of every rank's `array` by `op`; a new array of
     the same shape and dtype on every rank ("mean" of integers is refused by the caller)."""
     array = np.ascontiguousarray(array)
-    if comm.size == 1:
+    if comm.size == 1 or array.size == 0:
         return array.copy()
     flat = array.reshape(-1)
     n, dtype = flat.shape[0], array.dtype

@@ -51,6 +51,8 @@ def collectives(out):
             report["after"] = y.residency.value
             report["checks"][f"{device} all_reduce of a device-only value"] = bool(
                 np.array_equal(y.numpy(), np.full(5, 2.0 * size, np.float32)))
+        empty = dist.all_reduce(lt.zeros(0, 3), "sum")
+        report["checks"][f"{device} all_reduce of an empty tensor"] = empty.numpy().shape == (0, 3)
         reasons = sorted({(r.direction, r.reason) for r in lt.transfer_log() if "collective" in r.reason})
         report[f"{device} reasons"] = reasons
     lt.set_device("cpu")
