@@ -44,19 +44,26 @@ def _loops(red_shape, red_strides, base, body, depth="    "):
     return lines
 
 
-@cached
-def axis_reduce(op, x_shape, x_dtype, axes, out_dtype, correction=0, has_double=True):
-    """The kernel reducing contiguous `x` over `axes` into a contiguous array of the kept dims."""
+def _geometry(x_shape, axes):
+    """For contiguous `x` reduced over `axes`: the kept dims' shape, the code setting `lt_base` (an
+    output's first element, from indices i0.. over the kept dims), the number of outputs, the elements
+    per output, and the reduced dims collapsed with their strides."""
     x_shape = tuple(int(n) for n in x_shape)
     axes = tuple(sorted(int(a) for a in axes))
     strides = contiguous_strides(x_shape)
     kept = [d for d in range(len(x_shape)) if d not in axes]
     kept_shape = tuple(x_shape[d] for d in kept)
-    threads = int(np.prod(kept_shape, dtype=np.int64))
+    base = f"  const i64 lt_base = {offset_code(0, [strides[d] for d in kept])};"
     count = int(np.prod([x_shape[d] for d in axes], dtype=np.int64))
     red_shape, (red_strides,) = collapse(tuple(x_shape[d] for d in axes), [tuple(strides[d] for d in axes)])
-    body = [index_code(kept_shape)]
-    body.append(f"  const i64 lt_base = {offset_code(0, [strides[d] for d in kept])};")
+    return kept_shape, base, int(np.prod(kept_shape, dtype=np.int64)), count, red_shape, red_strides
+
+
+@cached
+def axis_reduce(op, x_shape, x_dtype, axes, out_dtype, correction=0, has_double=True):
+    """The kernel reducing contiguous `x` over `axes` into a contiguous array of the kept dims."""
+    kept_shape, base, threads, count, red_shape, red_strides = _geometry(x_shape, axes)
+    body = [index_code(kept_shape), base]
     xc, oc = ctype(x_dtype), ctype(out_dtype)
     floating = np.dtype(x_dtype).kind == "f" or op in ("mean", "var", "std")
     wide = "double" if has_double else "float"
@@ -96,18 +103,10 @@ def blocked_sum(op, x_shape, x_dtype, axes, out_dtype):
     over `axes` in the blocked order: work item (output o, partial j) folds the output's elements j,
     j + P, ... in float64 into scratch[o * P + j]; then one work item per output folds its P partials
     in order and rounds (a mean divides first)."""
-    x_shape = tuple(int(n) for n in x_shape)
-    axes = tuple(sorted(int(a) for a in axes))
-    strides = contiguous_strides(x_shape)
-    kept = [d for d in range(len(x_shape)) if d not in axes]
-    kept_shape = tuple(x_shape[d] for d in kept)
-    outputs = int(np.prod(kept_shape, dtype=np.int64))
-    count = int(np.prod([x_shape[d] for d in axes], dtype=np.int64))
+    kept_shape, base, outputs, count, red_shape, red_strides = _geometry(x_shape, axes)
     p = partials(count)
-    red_shape, (red_strides,) = collapse(tuple(x_shape[d] for d in axes), [tuple(strides[d] for d in axes)])
     body = [f"  const i64 lt_o = gid / {p}LL;", f"  const i64 lt_j = gid - lt_o * {p}LL;",
-            index_code(kept_shape, "lt_o"),
-            f"  const i64 lt_base = {offset_code(0, [strides[d] for d in kept])};",
+            index_code(kept_shape, "lt_o"), base,
             "  double acc = 0;",
             f"  for (i64 lt_k = lt_j; lt_k < {count}LL; lt_k += {p}LL) {{",
             "    i64 lt_q = lt_k; i64 lt_off = lt_base;"]
