@@ -11,7 +11,7 @@ device's own bookkeeping copies (a scatter's index groupings, its status word: r
 """
 import numpy as np
 
-from . import devices, fusion
+from . import constants, devices, fusion, policy
 from .graph import Node, pending_order
 from .locking import serialized
 from .policy import is_param
@@ -114,11 +114,15 @@ def plan(roots):
     chain = devices.chain()
     fuser = devices.fusing_backend(chain) if order else None
     groups, absorbed = fusion.plan(order, roots) if fuser is not None else ({}, ())
+    deferred = constants.deferrable(order, roots, groups, absorbed) if order and not chain[0].is_host else set()
     planner = _Planner(chain)
     for node in order:
-        if id(node) in absorbed:
+        if id(node) in absorbed or node in deferred:
             continue
         group = groups.get(node)
+        inputs = node.inputs if group is None else group.inputs + [p for p in group.params if isinstance(p, Node)]
+        if deferred:
+            planner.constants(constants.due(inputs, deferred), inputs)
         if group is None:
             planner.node(node)
         else:
@@ -143,6 +147,19 @@ class _Planner:
                 self._place(node, node.op, operands, backend)
                 return
         raise AssertionError(f"no backend can run {node}")  # the last host backend runs everything
+
+    def constants(self, due, inputs):
+        """As scheduler._constants_for: deferred constants placed where the consumer's operands are."""
+        if not due:
+            return
+        device = constants.consumer_device([self.value(inp) for inp in inputs
+                                            if inp in self.values or inp.buffer is not None])
+        for node in due:
+            if device is None:
+                self.node(node)
+            else:
+                with policy.following(node, device.name):
+                    self.node(node)
 
     def group(self, group, fuser):
         """As scheduler._run_group: the device if it takes the group, else the first host fuser that

@@ -9,6 +9,8 @@ have to be re-measured on our own hardware; the virtual device uses the CUDA tab
 transfer log rehearses a CUDA run. Metal's values are the seed's where it gives them; `fill` is not
 measured for Metal and is scaled by its ~5x higher round trip.
 """
+import contextlib
+
 from ..kernels.ops import OPS
 from ..kernels.reference.reduce import BLOCK_SPAN
 
@@ -74,9 +76,25 @@ def _gemv(backend, node, operands, limit, remember):
     return False
 
 
+_following = {}  # node id -> device name: a constant computed where its consumer runs (runtime/constants.py)
+
+
 def placement(node):
-    """A creation op's explicit device (lt.zeros(..., device=...)), or None to let the policy decide."""
-    return node.attrs.get("device") if isinstance(node.attrs, dict) else None
+    """A creation op's explicit device (lt.zeros(..., device=...)), the device a constant follows its
+    consumer to, or None to let the policy decide."""
+    forced = node.attrs.get("device") if isinstance(node.attrs, dict) else None
+    return forced if forced is not None else _following.get(node.id)
+
+
+@contextlib.contextmanager
+def following(node, device_name):
+    """Place `node` on device `device_name` while it is computed (a device with no kernel for it
+    declines, and the host computes it as usual)."""
+    _following[node.id] = device_name
+    try:
+        yield
+    finally:
+        del _following[node.id]
 
 
 def _residency_says_yes(backend, operands):

@@ -7,7 +7,7 @@ import threading
 
 import numpy as np
 
-from . import copies, devices, fusion, parallel
+from . import constants, copies, devices, fusion, parallel, policy
 from .backends.arena import OutOfDeviceMemory
 from .counters import COUNTERS
 from .graph import Node, pending_order
@@ -40,19 +40,40 @@ def _realize(order, roots):
     chain = devices.chain()
     fuser = devices.fusing_backend(chain)
     groups, absorbed = fusion.plan(order, roots) if fuser is not None else ({}, ())
+    deferred = constants.deferrable(order, roots, groups, absorbed) if not chain[0].is_host else set()
     kernels = 0
     for i in range(len(order)):
         node = order[i]
         # Release our reference so an intermediate is freed as soon as its last consumer has run.
         order[i] = None
-        if id(node) in absorbed:
-            continue  # computed inside its group's kernel; it keeps its inputs and stays pending
+        if id(node) in absorbed or node in deferred:
+            continue  # computed inside its group's kernel, or where its first consumer runs
         group = groups.pop(node, None)
+        inputs = node.inputs if group is None else group.inputs + [p for p in group.params if isinstance(p, Node)]
+        if deferred:
+            kernels += _constants_for(inputs, deferred, chain)
         node.buffer = _run_group(group, fuser, chain) if group is not None else _run(node, chain)
         node.inputs = ()
         kernels += 1
     COUNTERS.kernels += kernels
     return kernels
+
+
+def _constants_for(inputs, deferred, chain):
+    """Compute the deferred constants among a consumer's inputs, on the device that holds one of its
+    other operands when there is one (runtime/constants.py); returns the number of kernels run."""
+    due = constants.due(inputs, deferred)
+    if not due:
+        return 0
+    device = constants.consumer_device([inp.buffer for inp in inputs])
+    for node in due:
+        if device is None:
+            node.buffer = _run(node, chain)
+        else:
+            with policy.following(node, device.name):
+                node.buffer = _run(node, chain)
+        node.inputs = ()
+    return len(due)
 
 
 def _run_group(group, backend, chain):

@@ -62,9 +62,6 @@ def test_sampling_with_temperature_topk_and_multinomial_stays_in_the_top_k():
     assert sample(model, prompt, 6, temperature=0.8, top_k=5).tolist() == out.tolist()  # same seed, same text
 
 
-@pytest.mark.xfail(strict=True, reason="known gap (placement rules, issue 16): the causal mask the model builds "
-                   "each forward (ones + tril, 256 B) is small, so the policy computes it on the host and "
-                   "uploads it for each layer's masked_fill")
 def test_on_the_virtual_device_only_the_batch_goes_up_and_the_loss_comes_down(virtual):
     virtual()
     model, optimizer, step, _ = _lt_model()
