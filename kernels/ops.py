@@ -202,6 +202,10 @@ _RECORDS = (
     _reduce("argmin", "first position of the smallest value", grad="none", dtype="index", numba=False),
     # ---- scans and orderings along one axis ----------------------------------------------------------
     Op("cumsum", "scan", "attr", "exact", "rule", "running sum along an axis (float64 left fold)", policy="reduce"),
+    Op("cumprod", "scan", "attr", "exact", "rule", "running product along an axis (float64 left fold)",
+       policy="reduce"),
+    Op("cumprod_grad", "scan", "attr", "exact", "internal", "cumprod's gradient (exact with zeros: no division)",
+       policy="reduce"),
     Op("argsort", "scan", "index", "exact", "none", "positions that sort along an axis (stable; NaN largest)",
        policy="reduce"),
     # ---- softmax and layer norm: one row kernel each -------------------------------------------------------------

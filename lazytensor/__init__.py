@@ -19,7 +19,7 @@ from .shape_ops import (broadcast_to, cat, chunk, expand, flatten, flip, meshgri
 from .indexing import (gather, index_add, index_select, masked_fill, narrow, scatter_add, take_along_axis, tril,
                        triu)
 from .activations import log_softmax, softmax
-from .sorting import argsort, cumsum, multinomial, sort, topk
+from .sorting import argsort, cumprod, cumsum, multinomial, sort, topk
 from .graph_view import graph
 from . import methods  # noqa: F401  (binds the functions above onto Tensor; loads the gradient rules)
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled

@@ -395,6 +395,8 @@ VJP = {
     "scatter_take_along": lambda inputs, out, attrs, g: (g.gather(attrs["axis"], inputs[1]), None),
     # a running sum's gradient: the running sum of the gradient from the other end
     "cumsum": lambda inputs, out, attrs, g: (g.flip(attrs["axis"]).cumsum(attrs["axis"]).flip(attrs["axis"]),),
+    "cumprod": lambda inputs, out, attrs, g: (
+        Tensor._from_op("cumprod_grad", (inputs[0], g), attrs, inputs[0].shape, inputs[0].dtype),),
 }
 
 

@@ -103,6 +103,7 @@ Tensor.nan_to_num = elementwise.nan_to_num
 Tensor.lerp = elementwise.lerp
 Tensor.logsumexp = reductions.logsumexp
 Tensor.cumsum = sorting.cumsum
+Tensor.cumprod = sorting.cumprod
 Tensor.index_add = indexing.index_add
 Tensor.scatter_add = indexing.scatter_add
 Tensor.norm = linalg.norm

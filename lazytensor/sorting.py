@@ -1,4 +1,4 @@
-"""Scans and orderings along one axis, with PyTorch's signatures: cumsum, sort, argsort, topk, and
+"""Scans and orderings along one axis, with PyTorch's signatures: cumsum, cumprod, sort, argsort, topk, and
 multinomial sampling built on them."""
 import collections
 
@@ -12,9 +12,7 @@ SortResult = collections.namedtuple("sort", ["values", "indices"])
 TopKResult = collections.namedtuple("topk", ["values", "indices"])
 
 
-def cumsum(x, dim, *, dtype=None):
-    """Running sum along `dim` (a float64 left fold, rounded once per element). Integer and bool inputs
-    give int64, as in PyTorch; `dtype` chooses the result's dtype."""
+def _scan(op, x, dim, dtype):
     if dtype is not None:
         dt = dtypes.as_dtype(dtype)
     elif x.dtype.is_floating_point:
@@ -22,10 +20,22 @@ def cumsum(x, dim, *, dtype=None):
     else:
         dt = dtypes.int64
     if x.ndim == 0:
-        normalize_axis("cumsum", dim, 1)
+        normalize_axis(op, dim, 1)
         return x.to(dt).contiguous()
-    d = normalize_axis("cumsum", dim, x.ndim)
-    return Tensor._from_op("cumsum", (x,), {"axis": d, "dtype": dt.np}, x.shape, dt)
+    d = normalize_axis(op, dim, x.ndim)
+    return Tensor._from_op(op, (x,), {"axis": d, "dtype": dt.np}, x.shape, dt)
+
+
+def cumsum(x, dim, *, dtype=None):
+    """Running sum along `dim` (a float64 left fold, rounded once per element). Integer and bool inputs
+    give int64, as in PyTorch; `dtype` chooses the result's dtype."""
+    return _scan("cumsum", x, dim, dtype)
+
+
+def cumprod(x, dim, *, dtype=None):
+    """Running product along `dim` (a float64 left fold, rounded once per element); dtypes as cumsum.
+    Its gradient is exact where x has zeros (no division by x)."""
+    return _scan("cumprod", x, dim, dtype)
 
 
 def argsort(x, dim=-1, descending=False, stable=False):

@@ -1,4 +1,4 @@
-"""cumsum, sort/argsort, topk and multinomial (values and gradients against PyTorch where it is installed),
+"""cumsum, cumprod, sort/argsort, topk and multinomial (values and gradients against PyTorch where it is installed),
 and two PyTorch habits: an embedding index of -1 and a second backward through one graph."""
 import numpy as np
 import pytest
@@ -40,6 +40,33 @@ def test_cumsum_folds_left_to_right_in_float64():
     x = np.array([1e8, 1.0, -1e8, 1.0], dtype=np.float32)
     expected = np.cumsum(x.astype(np.float64)).astype(np.float32)
     assert lt.tensor(x).cumsum(0).numpy().tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_cumprod_matches_pytorch_in_value_and_gradient(torch, dim):
+    x = np.random.default_rng(5).uniform(-1.5, 1.5, (5, 6))
+    out, ref, g, g_ref = _grads(lambda t: t.cumprod(dim), lambda t: t.cumprod(dim), torch, x)
+    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(g, g_ref, rtol=1e-12, atol=1e-12)
+
+
+def test_cumprod_gradient_is_exact_where_the_input_has_zeros(torch):
+    x = np.array([[2.0, 0.0, 3.0, 0.0, 5.0], [0.0, 1.5, -2.0, 4.0, 0.5], [1.0, 2.0, 3.0, 4.0, 0.0]])
+    out, ref, g, g_ref = _grads(lambda t: lt.cumprod(t, 1), lambda t: t.cumprod(1), torch, x)
+    np.testing.assert_array_equal(out.numpy(), ref.detach().numpy())
+    np.testing.assert_allclose(g, g_ref, rtol=1e-12, atol=0)
+    assert np.isfinite(g).all()
+
+
+def test_cumprod_of_integers_is_int64_and_folds_in_float64_for_floats(torch):
+    ints = np.array([[1, 2, 3], [4, 5, 6]], dtype=np.int32)
+    assert lt.tensor(ints).cumprod(1).dtype == lt.int64
+    assert lt.tensor(ints).cumprod(1).tolist() == torch.from_numpy(ints).cumprod(1).tolist()
+    x = np.array([1e20, 1e20, 1e-30, 3.0], dtype=np.float32)  # a float32 running product would overflow
+    with np.errstate(over="ignore"):
+        expected = np.cumprod(x.astype(np.float64)).astype(np.float32)
+    assert np.isinf(expected[1]) and np.isfinite(expected[2:]).all()
+    assert lt.tensor(x).cumprod(0).numpy().tobytes() == expected.tobytes()
 
 
 @pytest.mark.parametrize("descending", [False, True])
