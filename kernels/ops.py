@@ -245,6 +245,8 @@ _RECORDS = (
     Op("scatter_take_along", "index", "attr", "exact", "rule", "take_along's gradient, and scatter_add",
        kernels=frozenset({"device"})),
     Op("scatter_index", "index", "attr", "exact", "internal", "advanced indexing's gradient"),
+    Op("scatter_along", "index", "attr", "exact", "rule", "scatter: src written at the indices along an axis "
+       "(the last of repeated positions wins)"),
     # ---- creation and random fills ----------------------------------------------------------------
     Op("full", "fill", "attr", "exact", "none", "a constant", policy="fill", kernels=frozenset({"device"})),
     Op("arange", "fill", "attr", "exact", "none", "evenly spaced values by step", policy="fill"),

@@ -16,8 +16,8 @@ from .reductions import (all, amax, amin, any, argmax, argmin, logsumexp, max, m
 from .linalg import addmm, baddbmm, bmm, diag, einsum, matmul, norm, outer
 from .shape_ops import (broadcast_to, cat, chunk, expand, flatten, flip, meshgrid, permute, repeat, reshape, roll,
                         split, squeeze, stack, tile, transpose, unbind, unsqueeze)
-from .indexing import (gather, index_add, index_select, masked_fill, narrow, scatter_add, take_along_axis, tril,
-                       triu)
+from .indexing import (gather, index_add, index_select, masked_fill, narrow, scatter, scatter_add, take_along_axis,
+                       tril, triu)
 from .activations import log_softmax, softmax
 from .sorting import argsort, cumprod, cumsum, multinomial, sort, topk
 from .graph_view import graph

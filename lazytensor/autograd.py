@@ -7,7 +7,8 @@ itself. The rules use Tensor methods, so this module is loaded after the op modu
 import functools
 import math
 
-from .creation import ones_like
+from .creation import ones_like, zeros_like
+from .dtypes import bool_
 from .elementwise import where
 from .grad_mode import is_grad_enabled, set_grad_enabled
 from .kernels.ops import names
@@ -298,6 +299,13 @@ def _scatter(op):
     return vjp
 
 
+def _scatter_along(inputs, out, attrs, g):
+    x, src, index = inputs
+    written = Tensor._from_op("scatter_along", (zeros_like(x, dtype=bool_), ones_like(index, dtype=bool_), index),
+                              attrs, x.shape, bool_)
+    return g.masked_fill(written, 0), g.gather(attrs["axis"], index), None
+
+
 def _cast(inputs, out, attrs, g):
     (a,) = inputs
     return (g.to(a.dtype) if a.dtype.is_floating_point else None,)
@@ -393,6 +401,8 @@ VJP = {
     # scatter-adds (index_add, scatter_add, and the gradients of take/take_along): read back at the indices
     "scatter_take": lambda inputs, out, attrs, g: (g.index_select(attrs["axis"], inputs[1]), None),
     "scatter_take_along": lambda inputs, out, attrs, g: (g.gather(attrs["axis"], inputs[1]), None),
+    # scatter: x's gradient where nothing was written over it; src's read back at the indices
+    "scatter_along": _scatter_along,
     # a running sum's gradient: the running sum of the gradient from the other end
     "cumsum": lambda inputs, out, attrs, g: (g.flip(attrs["axis"]).cumsum(attrs["axis"]).flip(attrs["axis"]),),
     "cumprod": lambda inputs, out, attrs, g: (

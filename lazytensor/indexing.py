@@ -2,7 +2,7 @@
 import numpy as np
 
 from . import dtypes
-from .creation import tensor
+from .creation import full, tensor
 from .elementwise import as_tensor_operand, broadcast_shapes, scalar, where
 from .errors import normalize_axis
 from .runtime import hostio
@@ -250,6 +250,33 @@ def index_add(x, dim, index, source, *, alpha=1):
     _check_known_bounds("index_add", index, x.shape[d], d, negative=False)
     added = Tensor._from_op("scatter_take", (source, index), {"axis": d, "shape": x.shape}, x.shape, source.dtype)
     return x + (added if alpha == 1 else added * alpha)
+
+
+def scatter(x, dim, index, src=None, *, value=None, reduce=None):
+    """PyTorch's scatter: x with `src` (a tensor of x's dtype, or a Python number `value`) written at
+    `index` along `dim`; for dim 0, out[index[i][j]][j] = src[i][j]. Where positions repeat, the last
+    in index's row-major order wins (PyTorch leaves it unspecified). Differentiable in x and src."""
+    if reduce is not None:
+        if reduce == "add":
+            return scatter_add(x, dim, index, src if isinstance(src, Tensor) else full(index.shape, src, dtype=x.dtype))
+        raise NotImplementedError(f"scatter: reduce={reduce!r} is not supported; use reduce='add' "
+                                  f"(or scatter_add), or compute the products explicitly")
+    if src is None and value is None:
+        raise TypeError("scatter: give src (a tensor) or value (a number)")
+    index = _as_index("scatter", index)
+    d = normalize_axis("scatter", dim, x.ndim)
+    if not isinstance(src, Tensor):
+        src = full(index.shape, value if src is None else src, dtype=x.dtype)
+    elif src.dtype != x.dtype:
+        raise TypeError(f"scatter: src has dtype {src.dtype} but x has {x.dtype}; cast it with src.to(x.dtype)")
+    if not index.ndim == src.ndim == x.ndim or any(
+            index.shape[k] > src.shape[k] or (k != d and index.shape[k] > x.shape[k]) for k in range(x.ndim)):
+        raise ValueError(f"scatter: index {index.shape} must have the dims of x {x.shape} and src "
+                         f"{src.shape} and be no larger than src (nor than x off dim {d})")
+    _check_known_bounds("scatter", index, x.shape[d], d, negative=False)
+    if src.shape != index.shape:
+        src = src[tuple(slice(0, n) for n in index.shape)]
+    return Tensor._from_op("scatter_along", (x, src, index), {"axis": d}, x.shape, x.dtype)
 
 
 def scatter_add(x, dim, index, src):

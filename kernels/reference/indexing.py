@@ -78,5 +78,26 @@ def scatter_index(attrs, g, *indices):
     return _scatter_add(attrs["shape"], g.dtype, tuple(key), g)
 
 
+def scatter_along(attrs, x, src, index):
+    """PyTorch's scatter: x with src written at `index` along `axis` (for axis 0, out[index[i][j]][j] =
+    src[i][j]; src has index's shape). Where positions repeat, the last in index's row-major order
+    wins (PyTorch leaves it unspecified). Indices are in [0, size): negative ones are errors, as there."""
+    axis = attrs["axis"]
+    size = x.shape[axis]
+    if index.size and (index.min() < 0 or index.max() >= size):
+        bad = index[(index < 0) | (index >= size)].reshape(-1)[0]
+        raise IndexError(f"scatter: index {int(bad)} is out of range for dimension {axis} with size {size}")
+    out = np.array(x, copy=True)
+    if index.size == 0:
+        return out
+    grids = np.indices(index.shape, sparse=True)
+    key = np.broadcast_arrays(*(index if d == axis else grids[d] for d in range(x.ndim)))
+    flat = np.ravel_multi_index(key, x.shape).reshape(-1)
+    _, first_from_end = np.unique(flat[::-1], return_index=True)
+    last = flat.size - 1 - first_from_end
+    out.reshape(-1)[flat[last]] = np.asarray(src).reshape(-1)[last]
+    return out
+
+
 INDEX_KERNELS.update({"scatter_take": scatter_take, "scatter_take_along": scatter_take_along,
-                      "scatter_index": scatter_index})
+                      "scatter_index": scatter_index, "scatter_along": scatter_along})
