@@ -3,7 +3,7 @@
 Every operation builds a graph node; values are computed only when something reads them on the host
 (printing, .numpy(), .item(), element access, bool/float/int) or when lt.realize() is called.
 """
-from .dtypes import DType, bool_ as bool, float32, float64, int32, int64  # noqa: A004
+from .dtypes import DType, bfloat16, bool_ as bool, float16, float32, float64, int32, int64  # noqa: A004
 from .errors import AxisError
 from .tensor import Tensor
 from .runtime.residency import Residency
@@ -39,6 +39,7 @@ clamp = clip
 concatenate = cat
 float = float32  # noqa: A001  (lt.float is float32, as torch.float is)
 double = float64
+half = float16
 long = int64
 
 __version__ = "0.1.0"

@@ -14,7 +14,7 @@ def _infer_dtype(arr, from_python):
         return dtypes.bool_
     if kind in "iu":
         return dtypes.int64 if from_python else dtypes.as_dtype(arr.dtype)
-    if kind == "f":
+    if kind == "f" or arr.dtype == dtypes.bfloat16.np:
         if from_python:
             return dtypes.DEFAULT_FLOAT
         return dtypes.as_dtype(arr.dtype)

@@ -1,23 +1,26 @@
-"""The five dtypes and the promotion rules (NumPy's table, Python scalars weak, default float32)."""
+"""The dtypes and the promotion rules (NumPy's table, Python scalars weak, default float32).
+
+Five compute dtypes (float32, float64, int32, int64, bool) and two storage dtypes (float16, bfloat16:
+2 bytes per element; every op that computes on them widens to float32 first and rounds its result
+back once, see docs/NUMERICS.md). bfloat16 is ml_dtypes' NumPy dtype, as in JAX.
+"""
+import ml_dtypes
 import numpy as np
 
 
 class DType:
     """A tensor element type: a thin, printable wrapper around a NumPy dtype."""
 
-    __slots__ = ("name", "np")
+    __slots__ = ("name", "np", "is_floating_point")
 
-    def __init__(self, name, np_dtype):
+    def __init__(self, name, np_dtype, floating=None):
         self.name = name
         self.np = np.dtype(np_dtype)
+        self.is_floating_point = self.np.kind == "f" if floating is None else floating
 
     @property
     def itemsize(self):
         return self.np.itemsize
-
-    @property
-    def is_floating_point(self):
-        return self.np.kind == "f"
 
     def __repr__(self):
         return f"lt.{self.name}"
@@ -40,13 +43,18 @@ float64 = DType("float64", np.float64)
 int32 = DType("int32", np.int32)
 int64 = DType("int64", np.int64)
 bool_ = DType("bool", np.bool_)
+float16 = DType("float16", np.float16)
+bfloat16 = DType("bfloat16", ml_dtypes.bfloat16, floating=True)
 
-ALL = (float32, float64, int32, int64, bool_)
+COMPUTE = (float32, float64, int32, int64, bool_)
+STORAGE = (float16, bfloat16)
+ALL = COMPUTE + STORAGE
+STORAGE_NP = frozenset(d.np for d in STORAGE)
 DEFAULT_FLOAT = float32
 DEFAULT_INT = int64
 _BY_NP = {d.np: d for d in ALL}
 _BY_NAME = {d.name: d for d in ALL}
-_BY_NAME.update({"float": float32, "double": float64, "int": int32, "long": int64})
+_BY_NAME.update({"float": float32, "double": float64, "int": int32, "long": int64, "half": float16})
 _BY_PY = {float: float32, int: int64, bool: bool_}
 
 
@@ -69,18 +77,28 @@ def as_dtype(spec):
 
 
 def from_np(np_dtype):
-    """The DType for a NumPy dtype the engine produced (always one of the five)."""
+    """The DType for a NumPy dtype the engine produced (always one of ALL)."""
     return _BY_NP[np.dtype(np_dtype)]
 
 
 def category(dtype):
     """0 for bool, 1 for integers, 2 for floats."""
-    return {"b": 0, "i": 1, "u": 1, "f": 2}[dtype.np.kind]
+    return 2 if dtype.is_floating_point else {"b": 0, "i": 1, "u": 1}[dtype.np.kind]
 
 
 def promote(*dtypes):
-    """The result dtype of combining tensors: NumPy's promotion table over the five dtypes."""
-    return from_np(np.result_type(*(d.np for d in dtypes)))
+    """The result dtype of combining tensors: NumPy's promotion table, with bfloat16 promoting as
+    float16 does and float16 with bfloat16 giving float32 (PyTorch's rule; NumPy has no common type)."""
+    if not any(d.np in STORAGE_NP for d in dtypes):
+        return from_np(np.result_type(*(d.np for d in dtypes)))
+    storage = {d for d in dtypes if d.np in STORAGE_NP}
+    if len(storage) > 1:
+        dtypes = [float32 if d in storage else d for d in dtypes]
+    else:
+        (kind,) = storage
+        dtypes = [float16 if d is kind else d for d in dtypes]
+    out = from_np(np.result_type(*(d.np for d in dtypes)))
+    return kind if len(storage) == 1 and out is float16 else out
 
 
 def scalar_dtype(value):

@@ -3,9 +3,15 @@ import numpy as np
 
 from . import dtypes, grad_mode
 from .errors import normalize_axis
+from .kernels.ops import OPS
 from .runtime import hostio, scheduler
 from .runtime.graph import Node
 from .runtime.residency import Residency
+
+
+# Ops that move or pick float16/bfloat16 values without arithmetic run on them as they are stored.
+_STORED_AS_IS = frozenset(n for n, op in OPS.items() if op.family == "movement") | {
+    "take", "take_along", "index", "full", "cast"}
 
 
 class Tensor:
@@ -27,10 +33,32 @@ class Tensor:
     def _from_op(cls, op, inputs, attrs, shape, dtype):
         """Build a new pending node from Tensor inputs (used by every op module); records autograd."""
         dt = dtype.np if type(dtype) is dtypes.DType else dtypes.as_dtype(dtype).np
+        if op not in _STORED_AS_IS and (dt in dtypes.STORAGE_NP or any(
+                t._node.dtype in dtypes.STORAGE_NP for t in inputs)):
+            return cls._widened(op, inputs, attrs, shape, dt)
         out = cls(Node(op, [t._node for t in inputs], attrs, shape, dt))
         if inputs:
             grad_mode.record(out, op, inputs, attrs)
         return out
+
+    @classmethod
+    def _widened(cls, op, inputs, attrs, shape, dt):
+        """An op on float16/bfloat16 values: computed in float32 from the exactly widened operands, and
+        a result of a storage dtype rounded back to it once (the kernels never see those dtypes)."""
+        f32 = dtypes.float32
+        widened, wide = {}, []  # one cast per operand node (x * x widens x once)
+        for t in inputs:
+            if t._node.dtype in dtypes.STORAGE_NP:
+                if t._node not in widened:
+                    widened[t._node] = cls._from_op("cast", (t,), {"dtype": f32.np}, t.shape, f32)
+                t = widened[t._node]
+            wide.append(t)
+        if dt not in dtypes.STORAGE_NP:
+            return cls._from_op(op, wide, attrs, shape, dt)
+        if isinstance(attrs, dict) and attrs.get("dtype") is not None and np.dtype(attrs["dtype"]) == dt:
+            attrs = {**attrs, "dtype": f32.np}
+        out = cls._from_op(op, wide, attrs, shape, f32)
+        return cls._from_op("cast", (out,), {"dtype": dt}, shape, dt)
 
     # ---- autograd ------------------------------------------------------------------------------------
     def requires_grad_(self, requires_grad=True):
@@ -170,6 +198,8 @@ class Tensor:
 
     def __repr__(self):
         arr = hostio.host_array(self._node, "print")
+        if arr.dtype == dtypes.bfloat16.np:
+            arr = arr.astype(np.float32)  # exact; NumPy prints ml_dtypes' bfloat16 as integers
         body = np.array2string(arr, separator=", ", prefix="tensor(",
                                floatmode="maxprec", threshold=1000)
         default = {dtypes.float32, dtypes.int64, dtypes.bool_}

@@ -87,6 +87,11 @@ def dtype_name(dtype):
     return _NAMES.get(dtype) or np.dtype(dtype).name
 
 
+def handles(dtype):
+    """Whether device kernels store and compute this NumPy dtype (not float16/bfloat16: declined)."""
+    return dtype in _NAMES
+
+
 def ctype(dtype):
     """The C type name a dtype is stored as in device buffers (bool as one byte)."""
     name = dtype_name(dtype)

@@ -122,7 +122,8 @@ def _logical(fn):
 
 
 def cast(attrs, x):
-    return x.astype(np.dtype(attrs["dtype"]))
+    with np.errstate(over="ignore"):  # a float beyond the target's range rounds to infinity (IEEE)
+        return x.astype(np.dtype(attrs["dtype"]))
 
 
 def logical_not(attrs, x):

@@ -3,10 +3,18 @@ import collections
 
 import numpy as np
 
-from .. import grad_mode
+from .. import dtypes, grad_mode
 from ..compiled import note_module
 from ..runtime import hostio
 from ..tensor import Tensor
+
+
+def _is_dtype(spec):
+    try:
+        dtypes.as_dtype(spec)
+    except TypeError:
+        return False
+    return True
 
 
 class Parameter(Tensor):
@@ -114,11 +122,37 @@ class Module:
     def eval(self):
         return self.train(False)
 
-    def to(self, device):
-        """Copy every parameter and buffer to `device` now (as Tensor.to does); returns self."""
+    def to(self, device_or_dtype):
+        """Copy every parameter and buffer to a device now (as Tensor.to does), or convert the
+        floating-point ones to a float dtype in place (the same Tensor objects, so an optimizer made
+        before still holds them; their gradients are dropped); returns self."""
+        if device_or_dtype is not None and _is_dtype(device_or_dtype):
+            return self._cast(dtypes.as_dtype(device_or_dtype))
         for _, t in list(self.named_parameters()) + list(self.named_buffers()):
-            t.to(device)
+            t.to(device_or_dtype)
         return self
+
+    def _cast(self, dtype):
+        if not dtype.is_floating_point:
+            raise TypeError(f"Module.to: parameters can only be converted to a floating-point dtype, not {dtype}")
+        with grad_mode.no_grad():
+            for _, t in list(self.named_parameters()) + list(self.named_buffers()):
+                if t.dtype.is_floating_point and t.dtype != dtype:
+                    t._node = t.detach().to(dtype)._node
+                    t.grad = None
+        return self
+
+    def half(self):
+        return self._cast(dtypes.float16)
+
+    def bfloat16(self):
+        return self._cast(dtypes.bfloat16)
+
+    def float(self):
+        return self._cast(dtypes.float32)
+
+    def double(self):
+        return self._cast(dtypes.float64)
 
     def zero_grad(self, set_to_none=True):
         for p in self.parameters():

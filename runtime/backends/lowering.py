@@ -17,7 +17,7 @@ from ...kernels.gpu import optim as gopt
 from ...kernels.gpu import random as grand
 from ...kernels.gpu import reduce as gred
 from ...kernels.gpu import softmax as gsoftmax
-from ...kernels.gpu.spec import ctype, dtype_name
+from ...kernels.gpu.spec import ctype, dtype_name, handles
 from ...kernels.reference.indexing import check_bounds
 from .. import policy
 from ..policy import is_param
@@ -397,6 +397,8 @@ class LoweringDevice:
         forced = policy.placement(node)
         if forced is not None and forced != self.name:
             return None
+        if not handles(node.dtype) or not all(handles(v.dtype) for v in operands):
+            return None  # float16/bfloat16 storage: cast on the host
         launches = self.lower(node, operands)
         if launches is None:
             return None
