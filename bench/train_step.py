@@ -6,7 +6,7 @@ then replayed) and PyTorch eager CPU, on the same weights and batches.
                                [--rounds 5] [--steps 6] [--warmup 3]
 
 Two models: `cli`, the GPT that `lazytensor train` trains (tied head; its PyTorch twin is
-tests/torch_gpt.py), and `user`, bench/user_gpt.py: one nanoGPT source written the way PyTorch users
+tests/torch_gpt.py), and `user`, tests/user_gpt.py: one nanoGPT source written the way PyTorch users
 write it, run unchanged on both frameworks. PyTorch is never imported into a lazytensor process nor the
 reverse (both change process-wide state: thread pools, malloc). For each model, config and thread
 count, the processes alternate (lazytensor, PyTorch, lazytensor, ...) for `rounds` rounds; each
@@ -40,7 +40,7 @@ def prepare(model_kind, config, steps, path):
         sizes = dict(CONFIGS[config], vocab_size=data.vocab_size)
         model = GPT(GPTConfig(**{k: v for k, v in sizes.items() if k != "batch_size"}))
     else:
-        sys.path.insert(0, HERE)
+        sys.path.insert(0, TESTS)
         import user_gpt
         sizes = dict(user_gpt.SIZES[config], vocab_size=data.vocab_size)
         gpt, _, _ = user_gpt.make(lt)

@@ -14,19 +14,27 @@ FILLS = frozenset({"full", "arange", "linspace", "eye"})
 
 def deferrable(order, roots, groups, absorbed):
     """The nodes of `order` computed only when a consumer needs them: fills with no placement of their
-    own and pure functions of such fills, neither asked for (`roots`) nor part of a fused group. 0-d
-    values are left alone: read on the host, they travel as kernel parameters."""
+    own and pure functions of such fills, neither asked for (`roots`) nor part of a fused group. A 0-d
+    one is deferred only when every consumer is itself deferred: read on the host, a 0-d value travels
+    as a kernel parameter."""
     root_ids = {id(r) for r in roots}
-    found = set()
+    found, escaping = set(), set()
     for node in order:
-        if id(node) in root_ids or id(node) in absorbed or node in groups or not node.shape:
-            continue
+        free = id(node) not in root_ids and id(node) not in absorbed and node not in groups
         if node.inputs:
-            if all(inp in found for inp in node.inputs):
+            if free and all(inp in found or _host_scalar(inp) for inp in node.inputs):
                 found.add(node)
-        elif node.op in FILLS and placement(node) is None:
+            else:
+                escaping.update(inp for inp in node.inputs if not inp.shape and inp in found)
+        elif free and node.op in FILLS and placement(node) is None:
             found.add(node)
-    return found
+    return found - escaping
+
+
+def _host_scalar(node):
+    """A realized 0-d value on the host (a Python number's tensor): a kernel parameter, so a constant."""
+    buf = node.buffer
+    return buf is not None and not node.shape and buf.on_host
 
 
 def due(inputs, deferred):

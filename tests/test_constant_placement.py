@@ -87,3 +87,25 @@ def test_the_plan_shows_the_mask_made_on_the_device_before_its_consumer(virtual,
         total.realize()
     ran = [(k["op"], k["backend"], k["node_id"]) for k in profile.to_dict()["kernels"]]
     assert [(item.label, item.backend, item.node_id) for item in plan.items] == ran
+
+
+def test_a_0d_constant_read_by_a_device_kernel_stays_a_host_parameter(virtual, rng):
+    virtual(offload="policy")
+    att = _on_device_only(_scores(rng), "virtual")
+    lt.clear_transfer_log()
+    scale = lt.full((), 0.5)
+    out = (att * scale).sum()
+    out.item()
+    assert _uploads() == []
+    assert scale.residency == lt.Residency.HOST
+
+
+def test_a_mean_gradient_built_from_a_0d_seed_is_made_on_the_device(virtual, rng):
+    virtual(offload="policy")
+    w = lt.tensor(rng.standard_normal(64).astype(np.float32)).to("virtual") * 1.0
+    w.realize()
+    w.requires_grad_()
+    lt.clear_transfer_log()
+    (w * w).mean().backward()  # the seed is a 0-d fill, expanded and divided by 64: one constant chain
+    np.testing.assert_allclose(w.grad.numpy(), 2 * w.numpy() / 64, rtol=1e-6)
+    assert _uploads() == []
