@@ -35,6 +35,9 @@ def _train_parser(sub):
     plan.add_argument("--config", choices=["tiny", "small"],
                       help=f"model and batch size: tiny (2 layers, 64 wide) or small (4 layers, 128 wide) "
                            f"(default: {P['config']}{resumed})")
+    plan.add_argument("--model", choices=["gpt", "llama"],
+                      help="gpt: nanoGPT-style (LayerNorm, GELU MLP, learned positions); llama: RMSNorm, rotary "
+                           f"positions, SwiGLU MLP, no biases (default: {P['model']}{resumed})")
     plan.add_argument("--lr", type=float, help=f"peak learning rate, in (0, 1] (default: {P['lr']:g}{resumed})")
     plan.add_argument("--min-lr-ratio", type=float,
                       help=f"final learning rate as a fraction of --lr (default: {P['min_lr_ratio']:g}{resumed})")

@@ -17,6 +17,8 @@ import time
 
 import numpy as np
 
+import lazytensor
+
 from . import checkpoint, distributed, grad_mode, nn, optim
 from .compiled import jit
 from .creation import tensor
@@ -24,6 +26,7 @@ from .data import CharDataset, default_corpus
 from .dtypes import float64
 from .device_api import get_device, kernel_cache_dir, profile, residency_stats, set_device, set_memory_budget
 from .evaluation import realize
+from .models import llama
 from .models.gpt import CONFIGS, GPT, GPTConfig
 from .random import get_rng_state, manual_seed, set_rng_state
 from .runtime import collectives, devices
@@ -48,7 +51,13 @@ def build(cfg, data):
     cfg = resolve(cfg)
     sizes = dict(CONFIGS[cfg.config])
     sizes.pop("batch_size")
-    model = GPT(GPTConfig(vocab_size=data.vocab_size, dropout=cfg.dropout, **sizes))
+    if cfg.model == "llama":
+        model = _LLAMA[0](data.vocab_size, sizes["n_layer"], sizes["n_head"], sizes["n_embd"], sizes["block_size"])
+        for p in model.parameters():  # GPT-2/Llama's init: with the embedding as the head, N(0, 1) rows
+            if p.ndim >= 2:           # would start the logits hundreds of nats off
+                nn.init.normal_(p, 0.0, 0.02)
+    else:
+        model = GPT(GPTConfig(vocab_size=data.vocab_size, dropout=cfg.dropout, **sizes))
     if get_device() != "cpu":
         model.to(get_device())
     decay = [p for p in model.parameters() if p.ndim >= 2]
@@ -57,6 +66,18 @@ def build(cfg, data):
                        {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.99))
     sched = optim.CosineWarmupLR(opt, cfg.warmup, cfg.schedule_steps, min_lr=cfg.lr * cfg.min_lr_ratio)
     return model, opt, sched
+
+
+# The Llama-style decoder written the way PyTorch users write it (RMSNorm, rotary embeddings, SwiGLU,
+# tied embeddings), made with this library: (model class, optimizer factory, step, sampler).
+_LLAMA = llama.make(lazytensor)
+
+
+def generate(model, prompt, new_tokens, temperature=0.8):
+    """`prompt` (1, T) extended by `new_tokens` sampled tokens, with either model's sampler."""
+    if isinstance(model, GPT):
+        return model.generate(prompt, new_tokens, temperature=temperature)
+    return _LLAMA[3](model, prompt, new_tokens, temperature=temperature, top_k=None)
 
 
 def evaluate(model, data, batch_size, block_size, iters, splits=("train", "val")):
@@ -129,7 +150,7 @@ def _resume_point(cfg):
         return None, None
     _, header = checkpoint.read(cfg.resume)
     meta = header.get("meta", {})
-    saved = {"config": meta.get("config"), **meta.get("plan", {})}
+    saved = {"config": meta.get("config"), "model": "gpt", **meta.get("plan", {})}  # older ones: all GPTs
     done = int(meta.get("step", 0))
     if cfg.steps <= done:
         raise TrainError(f"--resume {cfg.resume}: the checkpoint is at step {done}; --steps {cfg.steps} would "
@@ -221,7 +242,7 @@ def run(cfg, out=None):
     resumed = f", resuming at step {start} from {cfg.resume}" if meta is not None else ""
     how = "compiled step (lt.jit)" if cfg.compile else "eager step (--no-compile)"
     ranks = f", on each of {size} data-parallel ranks ({distributed.library()})" if size > 1 else ""
-    state.say(f"lazytensor train: config {cfg.config} ({model.num_parameters():,} parameters, "
+    state.say(f"lazytensor train: {cfg.model} config {cfg.config} ({model.num_parameters():,} parameters, "
               f"{len(data.train):,} training chars, vocab {data.vocab_size}), device {device}, "
               f"{cfg.steps} steps, batch {batch_size} x {block}{resumed}{ranks}, {how}")
     _first_run_note(out)
@@ -316,7 +337,7 @@ def _report(state, result, model, data, batch_size, block, prof):
     sample = ""
     if cfg.sample_chars:
         prompt = data.batch("val", 1, 8)[0]
-        ids = model.generate(prompt, cfg.sample_chars, temperature=0.8).numpy()[0]
+        ids = generate(model, prompt, cfg.sample_chars, temperature=0.8).numpy()[0]
         sample = data.decode(ids)
         print("\nsample:\n" + sample + "\n", file=out)
     print(f"transfers during training (loss read every {cfg.log_every} steps):", file=out)

@@ -18,6 +18,7 @@ class TrainError(ValueError):
 class TrainConfig:
     # the training plan: a resumed run takes these from its checkpoint unless they are given
     config: str = None
+    model: str = None
     lr: float = None
     min_lr_ratio: float = None
     warmup: int = None
@@ -43,7 +44,8 @@ class TrainConfig:
     compile: bool = True  # replay the captured training step (lt.jit) instead of rebuilding it each step
 
 
-PLAN_DEFAULTS = {"config": "tiny", "lr": 3e-3, "min_lr_ratio": 0.1, "warmup": 20, "weight_decay": 0.1,
+MODELS = ("gpt", "llama")
+PLAN_DEFAULTS = {"config": "tiny", "model": "gpt", "lr": 3e-3, "min_lr_ratio": 0.1, "warmup": 20, "weight_decay": 0.1,
                  "grad_clip": 1.0, "dropout": 0.0, "seed": 1337}
 PLAN = tuple(PLAN_DEFAULTS) + ("schedule_steps",)
 
@@ -73,6 +75,10 @@ def check(cfg):
     """Raise TrainError for any setting that cannot work, before anything is built or trained."""
     if cfg.config is not None and cfg.config not in CONFIGS:
         _bad("config", cfg.config, f"choose one of {sorted(CONFIGS)}")
+    if cfg.model is not None and cfg.model not in MODELS:
+        _bad("model", cfg.model, f"choose one of {list(MODELS)}")
+    if cfg.model == "llama" and cfg.dropout:
+        _bad("dropout", cfg.dropout, "the llama model has no dropout; leave --dropout out (or 0)")
     ranges = {"lr": (0.0, 1.0, True, False), "min_lr_ratio": (0.0, 1.0, False, False),
               "warmup": (0, None, False, True), "weight_decay": (0.0, None, False, False),
               "grad_clip": (0.0, None, True, False), "dropout": (0.0, 0.95, False, False),

@@ -1,4 +1,4 @@
-"""Issue 15's second program: a Llama-style decoder (tests/llama_model.py, one source for both
+"""Issue 15's second program: a Llama-style decoder (lazytensor/models/llama.py, one source for both
 frameworks) trained side by side with PyTorch from the same weights and batches, then sampled with
 temperature, topk and multinomial; and on the virtual device, only the batch goes up and the losses
 read come down."""
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import lazytensor as lt
-from llama_model import make
+from lazytensor.models.llama import make
 
 V, LAYERS, HEADS, DIM, BLOCK, BATCH, STEPS = 37, 2, 4, 32, 16, 8, 30
 

@@ -61,6 +61,9 @@ def _bad_inputs(tmp_path, small_checkpoint):
         (["--steps", "30", "--resume", str(small_checkpoint)],
          "the checkpoint is at step 50; --steps 30 would train nothing"),
         (["--budget", "lots"], "cannot read 'lots' as a number of bytes"),
+        (["--model", "llama", "--dropout", "0.1"], "--dropout 0.1: the llama model has no dropout"),
+        (["--model", "llama", "--config", "small", "--steps", "60", "--resume", str(small_checkpoint)],
+         "the checkpoint is --model 'gpt', this run is --model 'llama'"),
     ]
 
 
@@ -106,6 +109,22 @@ def test_training_half_then_resuming_equals_training_straight_through(tmp_path, 
     assert set(a) <= set(b) and all(a[s] == b[s] for s in a)  # the resumed run logged step 11 as well
     assert straight["history"]["val_loss"] == resumed["history"]["val_loss"]
     assert _params(straight["model"]) == _params(resumed["model"])
+
+
+def test_the_llama_model_trains_samples_and_resumes_from_the_command(tmp_path):
+    kw = dict(model="llama", eval_iters=1, sample_chars=40, log_every=5, eval_every=10)
+    out = io.StringIO()
+    straight = run(TrainConfig(steps=20, **kw), out=out)
+    text = out.getvalue()
+    assert text.startswith("lazytensor train: llama config tiny")
+    assert "RMSNorm" in repr(straight["model"]) and "final loss" in text and "\nsample:\n" in text
+    losses = straight["history"]["loss"]
+    assert losses[-1] < losses[0]
+    ck = str(tmp_path / "llama.npz")
+    run(TrainConfig(steps=10, schedule_steps=20, checkpoint=ck, **kw), out=io.StringIO())
+    resumed = run(TrainConfig(steps=20, resume=ck, eval_iters=1, sample_chars=0, log_every=5, eval_every=10),
+                  out=io.StringIO())  # the model comes from the checkpoint's plan
+    assert _params(resumed["model"]) == _params(straight["model"])
 
 
 @pytest.mark.parametrize("device", ["cpu", "virtual"])

@@ -1,6 +1,7 @@
 """A Llama-style decoder written the way PyTorch users write it, for PyTorch and lazytensor alike:
 `make(torch)` takes the framework module and returns the model class, the optimizer and schedule
-factory, the training step and a sampler. RMSNorm, rotary position embeddings (sin/cos tables, the
+factory, the training step and a sampler. `lazytensor train --model llama` trains `make(lazytensor)`'s
+model; tests/test_llama_vs_torch.py trains both side by side. RMSNorm, rotary position embeddings (sin/cos tables, the
 rotated halves joined with `cat`), a SwiGLU MLP (`silu`), no biases, tied embeddings, AdamW with a
 cosine schedule; sampling with temperature, `topk` and `multinomial`. Nothing here is
 lazytensor-specific."""
@@ -66,6 +67,7 @@ def make(torch):
     class Llama(nn.Module):
         def __init__(self, vocab_size, n_layer, n_head, dim, block_size):
             super().__init__()
+            self.block_size = block_size
             self.tok_embeddings = nn.Embedding(vocab_size, dim)
             self.layers = nn.ModuleList([Block(dim, n_head) for _ in range(n_layer)])
             self.norm = nn.RMSNorm(dim, eps=1e-5)
@@ -100,10 +102,11 @@ def make(torch):
     def sample(model, idx, new_tokens, temperature=0.8, top_k=5):
         with torch.no_grad():
             for _ in range(new_tokens):
-                logits, _ = model(idx)
+                logits, _ = model(idx if idx.size(1) <= model.block_size else idx[:, -model.block_size:])
                 logits = logits[:, -1, :] / temperature
-                v, _ = torch.topk(logits, top_k)
-                logits = logits.masked_fill(logits < v[:, [-1]], float("-inf"))
+                if top_k is not None:
+                    v, _ = torch.topk(logits, top_k)
+                    logits = logits.masked_fill(logits < v[:, [-1]], float("-inf"))
                 nxt = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)
                 idx = torch.cat((idx, nxt), dim=1)
         return idx
