@@ -13,11 +13,13 @@ import dataclasses
 
 # Result dtype rules (what the API gives the node).
 DTYPE_RULES = {
-    "float": "the input's float dtype; integers give the default float",
+    "float": "the input's float or complex dtype; integers give the default float",
+    "real": "a complex input's real dtype (complex64 -> float32), else the input's",
     "same": "the input's dtype (bool refused)",
     "promote": "the operands' promoted dtype",
-    "div": "the promoted dtype if it is a float, else the default float",
+    "div": "the promoted dtype if it is a float or complex, else the default float",
     "bool": "bool (logical ops take bool operands)",
+    "bool_of": "bool, from a real input",
     "attr": "given by the call (cast, creation, index results)",
     "index": "int64 positions",
 }
@@ -103,7 +105,18 @@ def _arith(name, doc, numpy, py=None, c=None, c_int=None, native=False, dtype="p
 def _compare(name, symbol, numpy):
     return Op(name, "compare", "bool", "exact", "none", f"x {symbol} y, elementwise", policy="shaped",
               kernels=frozenset({"fused", "device"}), numpy=numpy, py=f"({{0}} {symbol} {{1}})",
-              c=f"{{0}} {symbol} {{1}}")
+              c=f"{{0}} {symbol} {{1}}", aliases=(numpy,))
+
+
+def _host_unary(name, doc, numpy, dtype="float", grad="rule", bool_inputs=True):
+    """A unary op computed by the NumPy reference only (devices and numba decline it)."""
+    return Op(name, "unary", dtype, "exact", grad, doc, policy="transcendental" if dtype == "float" else "copy",
+              numpy=numpy, bool_inputs=bool_inputs)
+
+
+def _host_binary(name, doc, numpy, dtype="promote", grad="rule", bool_inputs=True):
+    """A binary op computed by the NumPy reference only."""
+    return Op(name, "binary", dtype, "exact", grad, doc, policy="shaped", numpy=numpy, bool_inputs=bool_inputs)
 
 
 def _logical(name, py, c):
@@ -153,7 +166,12 @@ _RECORDS = (
           py_f32="(1.0 / (1.0 + exp_for_float32(-{0})))"),
     # ---- unary, dtype-preserving ------------------------------------------------------------------
     _same("neg", "-x", "negative", "(-{0})", "(-{0})", "(i64)((u64)0 - (u64)({0}))", aliases=("negative",)),
-    _same("abs", "|x|", "abs", "abs({0})", "lt_fabs({0})", "({0} < 0 ? (i64)((u64)0 - (u64)({0})) : {0})"),
+    dataclasses.replace(_same("abs", "|x| (the modulus of a complex value)", "abs", "abs({0})", "lt_fabs({0})",
+                              "({0} < 0 ? (i64)((u64)0 - (u64)({0})) : {0})"), dtype="real"),
+    Op("real", "unary", "real", "exact", "none", "the real part (a real x itself)", numpy="real"),
+    Op("imag", "unary", "real", "exact", "none", "the imaginary part (zeros for a real x)", numpy="imag"),
+    Op("conj", "unary", "same", "exact", "none", "the complex conjugate (a real x itself)", numpy="conjugate",
+       aliases=("conjugate",)),
     _same("sign", "-1, 0 or 1 (NaN stays NaN)", "sign", None,
           "({0} != {0} ? {0} : ({0} > 0 ? ({w})1 : ({0} < 0 ? ({w})-1 : ({w})0)))",
           "({0} > 0 ? (i64)1 : ({0} < 0 ? (i64)-1 : (i64)0))" ),
@@ -177,6 +195,27 @@ _RECORDS = (
     _arith("pow", "x ** y", "power", bool_inputs=False),
     _arith("maximum", "the larger of x and y (NaN wins)", "maximum", c=_maxmin(">"), native=True),
     _arith("minimum", "the smaller of x and y (NaN wins)", "minimum", c=_maxmin("<"), native=True),
+    # ---- computed on the host only (the NumPy reference); the Array API standard's remaining functions
+    _host_unary("log2", "base-2 logarithm", "log2"), _host_unary("log10", "base-10 logarithm", "log10"),
+    _host_unary("asinh", "inverse hyperbolic sine", "arcsinh", ), _host_unary("acosh", "inverse hyperbolic cosine",
+                                                                             "arccosh"),
+    _host_unary("atanh", "inverse hyperbolic tangent", "arctanh"),
+    _host_unary("reciprocal", "1 / x", "reciprocal"),
+    _host_unary("trunc", "x rounded toward zero", "trunc", dtype="same", grad="none", bool_inputs=False),
+    _host_unary("round", "x rounded to the nearest integer, ties to even", "round", dtype="same", grad="none",
+                bool_inputs=False),
+    _host_unary("signbit", "whether the sign bit is set (-0.0 included)", "signbit", dtype="bool_of", grad="none"),
+    _host_unary("bitwise_invert", "~x, bit by bit (integers and bools)", "invert", dtype="same", grad="none"),
+    _host_binary("atan2", "the angle of the point (y=x1, x=x2)", "arctan2", dtype="div"),
+    _host_binary("hypot", "sqrt(x1^2 + x2^2) without overflow", "hypot", dtype="div"),
+    _host_binary("logaddexp", "log(exp(x1) + exp(x2))", "logaddexp", dtype="div"),
+    _host_binary("copysign", "|x1| with the sign of x2", "copysign", dtype="div", grad="none"),
+    _host_binary("nextafter", "the next float after x1 toward x2", "nextafter", grad="none"),
+    _host_binary("bitwise_and", "x1 & x2, bit by bit", "bitwise_and", grad="none"),
+    _host_binary("bitwise_or", "x1 | x2, bit by bit", "bitwise_or", grad="none"),
+    _host_binary("bitwise_xor", "x1 ^ x2, bit by bit", "bitwise_xor", grad="none"),
+    _host_binary("bitwise_left_shift", "x1 << x2", "left_shift", grad="none", bool_inputs=False),
+    _host_binary("bitwise_right_shift", "x1 >> x2", "right_shift", grad="none", bool_inputs=False),
     # ---- comparisons and logic --------------------------------------------------------------------
     _compare("eq", "==", "equal"), _compare("ne", "!=", "not_equal"), _compare("lt", "<", "less"),
     _compare("le", "<=", "less_equal"), _compare("gt", ">", "greater"), _compare("ge", ">=", "greater_equal"),

@@ -18,6 +18,8 @@ def _infer_dtype(arr, from_python):
         if from_python:
             return dtypes.DEFAULT_FLOAT
         return dtypes.as_dtype(arr.dtype)
+    if kind == "c":
+        return dtypes.DEFAULT_COMPLEX if from_python else dtypes.as_dtype(arr.dtype)
     raise TypeError(f"lt.tensor: cannot make a tensor from data of NumPy dtype {arr.dtype} "
                     f"(supported: {', '.join(d.name for d in dtypes.ALL)})")
 

@@ -1,8 +1,10 @@
 """The dtypes and the promotion rules (NumPy's table, Python scalars weak, default float32).
 
-Five compute dtypes (float32, float64, int32, int64, bool) and two storage dtypes (float16, bfloat16:
-2 bytes per element; every op that computes on them widens to float32 first and rounds its result
-back once, see docs/NUMERICS.md). bfloat16 is ml_dtypes' NumPy dtype, as in JAX.
+Five compute dtypes every backend runs (float32, float64, int32, int64, bool); the other integer
+widths and complex64/complex128, which the host computes (devices and numba decline them); and two
+storage dtypes (float16, bfloat16: 2 bytes per element; every op that computes on them widens to
+float32 first and rounds its result back once, see docs/NUMERICS.md). bfloat16 is ml_dtypes' NumPy
+dtype, as in JAX.
 """
 import ml_dtypes
 import numpy as np
@@ -11,12 +13,13 @@ import numpy as np
 class DType:
     """A tensor element type: a thin, printable wrapper around a NumPy dtype."""
 
-    __slots__ = ("name", "np", "is_floating_point")
+    __slots__ = ("name", "np", "is_floating_point", "is_complex")
 
     def __init__(self, name, np_dtype, floating=None):
         self.name = name
         self.np = np.dtype(np_dtype)
         self.is_floating_point = self.np.kind == "f" if floating is None else floating
+        self.is_complex = self.np.kind == "c"
 
     @property
     def itemsize(self):
@@ -43,19 +46,32 @@ float64 = DType("float64", np.float64)
 int32 = DType("int32", np.int32)
 int64 = DType("int64", np.int64)
 bool_ = DType("bool", np.bool_)
+int8 = DType("int8", np.int8)
+int16 = DType("int16", np.int16)
+uint8 = DType("uint8", np.uint8)
+uint16 = DType("uint16", np.uint16)
+uint32 = DType("uint32", np.uint32)
+uint64 = DType("uint64", np.uint64)
+complex64 = DType("complex64", np.complex64)
+complex128 = DType("complex128", np.complex128)
 float16 = DType("float16", np.float16)
 bfloat16 = DType("bfloat16", ml_dtypes.bfloat16, floating=True)
 
 COMPUTE = (float32, float64, int32, int64, bool_)
+HOST_COMPUTE = (int8, int16, uint8, uint16, uint32, uint64, complex64, complex128)
 STORAGE = (float16, bfloat16)
-ALL = COMPUTE + STORAGE
+ALL = COMPUTE + HOST_COMPUTE + STORAGE
 STORAGE_NP = frozenset(d.np for d in STORAGE)
 DEFAULT_FLOAT = float32
 DEFAULT_INT = int64
 _BY_NP = {d.np: d for d in ALL}
 _BY_NAME = {d.name: d for d in ALL}
-_BY_NAME.update({"float": float32, "double": float64, "int": int32, "long": int64, "half": float16})
-_BY_PY = {float: float32, int: int64, bool: bool_}
+_BY_NAME.update({"float": float32, "double": float64, "int": int32, "long": int64, "half": float16,
+                 "cfloat": complex64, "cdouble": complex128, "short": int16})
+_BY_PY = {float: float32, int: int64, bool: bool_, complex: complex64}
+DEFAULT_COMPLEX = complex64
+_COMPLEX_OF = {float32: complex64, float64: complex128}
+REAL_OF = {complex64: float32, complex128: float64}
 
 
 def as_dtype(spec):
@@ -82,8 +98,8 @@ def from_np(np_dtype):
 
 
 def category(dtype):
-    """0 for bool, 1 for integers, 2 for floats."""
-    return 2 if dtype.is_floating_point else {"b": 0, "i": 1, "u": 1}[dtype.np.kind]
+    """0 for bool, 1 for integers, 2 for floats, 3 for complex."""
+    return 2 if dtype.is_floating_point else {"b": 0, "i": 1, "u": 1, "c": 3}[dtype.np.kind]
 
 
 def promote(*dtypes):
@@ -109,6 +125,8 @@ def scalar_dtype(value):
         return int64
     if isinstance(value, (float, np.floating)):
         return DEFAULT_FLOAT
+    if isinstance(value, (complex, np.complexfloating)):
+        return DEFAULT_COMPLEX
     raise TypeError(f"expected a tensor or a Python number, got {type(value).__name__}")
 
 
@@ -117,4 +135,6 @@ def promote_with_scalar(dtype, value):
     s = scalar_dtype(value)
     if category(s) <= category(dtype):
         return dtype
+    if s is DEFAULT_COMPLEX and dtype in _COMPLEX_OF:  # float64 tensor + 1j is complex128
+        return _COMPLEX_OF[dtype]
     return s

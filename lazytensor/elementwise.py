@@ -75,10 +75,12 @@ def binary(op, a, b):
             raise TypeError(f"{op}: needs bool tensors, got {ta.dtype} and {tb.dtype}")
         out = dtypes.bool_
     elif record.dtype == "div":
-        out = dt if dt.is_floating_point else dtypes.DEFAULT_FLOAT
+        out = dt if dt.is_floating_point or dt.is_complex else dtypes.DEFAULT_FLOAT
     else:
         if dt == dtypes.bool_ and not record.bool_inputs:
             raise TypeError(f"{op}: not defined for two bool tensors; cast one first, e.g. x.int()")
+        if op.startswith("bitwise_") and (dt.is_floating_point or dt.is_complex):
+            raise TypeError(f"{op}: needs integer or bool tensors, got {ta.dtype} and {tb.dtype}")
         if op == "pow" and not dt.is_floating_point and not isinstance(b, Tensor) and b < 0:
             raise ValueError(f"pow: integer tensors cannot be raised to the negative integer power {b}; "
                              f"use a float exponent or cast the tensor to float")
@@ -94,14 +96,24 @@ def unary(op, x):
     if record is None or record.family != "unary":
         raise ValueError(f"unknown unary op {op!r}")
     if record.dtype == "float":
-        out = x.dtype if x.dtype.is_floating_point else dtypes.DEFAULT_FLOAT
+        out = x.dtype if x.dtype.is_floating_point or x.dtype.is_complex else dtypes.DEFAULT_FLOAT
+    elif record.dtype == "real":  # abs, real, imag: a complex value's real width, else the input's
+        if x.dtype == dtypes.bool_ and op == "abs":
+            raise TypeError(f"{op}: not defined for bool tensors; cast first, e.g. x.int()")
+        out = dtypes.REAL_OF.get(x.dtype, x.dtype)
     elif record.dtype == "bool":
         if x.dtype != dtypes.bool_:
             raise TypeError(f"{op} / ~: needs a bool tensor, got {x.dtype}")
         out = dtypes.bool_
+    elif record.dtype == "bool_of":
+        if x.dtype.is_complex:
+            raise TypeError(f"{op}: needs a real tensor, got {x.dtype}")
+        out = dtypes.bool_
     else:
-        if x.dtype == dtypes.bool_:
+        if x.dtype == dtypes.bool_ and not record.bool_inputs:
             raise TypeError(f"{op}: not defined for bool tensors; cast first, e.g. x.int()")
+        if op == "bitwise_invert" and (x.dtype.is_floating_point or x.dtype.is_complex):
+            raise TypeError(f"{op}: needs an integer or bool tensor, got {x.dtype}")
         out = x.dtype
     return Tensor._from_op(op, (x,), {"dtype": out.np}, x.shape, out)
 

@@ -9,7 +9,7 @@ from .runtime import devices as _devices, hostio
 from .tensor import Tensor
 
 
-_OPERAND_TYPES = (Tensor, int, float, bool, np.number, np.bool_, np.ndarray, list, tuple)
+_OPERAND_TYPES = (Tensor, int, float, bool, complex, np.number, np.bool_, np.ndarray, list, tuple)
 
 
 def _reflected(op):
@@ -32,12 +32,29 @@ _OPERATORS = {
     "add": ("__add__", "__radd__"), "sub": ("__sub__", "__rsub__"), "mul": ("__mul__", "__rmul__"),
     "div": ("__truediv__", "__rtruediv__"), "floordiv": ("__floordiv__", "__rfloordiv__"),
     "mod": ("__mod__", "__rmod__"), "pow": ("__pow__", "__rpow__"),
-    "logical_and": ("__and__", "__rand__"), "logical_or": ("__or__", "__ror__"),
-    "logical_xor": ("__xor__", "__rxor__"),
+    "bitwise_left_shift": ("__lshift__", "__rlshift__"), "bitwise_right_shift": ("__rshift__", "__rrshift__"),
 }
 for _op, (_fwd, _rev) in _OPERATORS.items():
     setattr(Tensor, _fwd, _forward(_op))
     setattr(Tensor, _rev, _reflected(_op))
+
+
+def _bitwise(logical, bitwise, reflected):
+    """&, |, ^: the logical op (which devices run) on two bools, else the bitwise one (integers)."""
+    def method(self, other):
+        if not isinstance(other, _OPERAND_TYPES):
+            return NotImplemented
+        both_bool = self.dtype == dtypes.bool_ and (
+            other.dtype == dtypes.bool_ if isinstance(other, Tensor) else isinstance(other, (bool, np.bool_)))
+        op = logical if both_bool else bitwise
+        return binary(op, other, self) if reflected else binary(op, self, other)
+    return method
+
+
+for _kind, (_fwd, _rev) in {"and": ("__and__", "__rand__"), "or": ("__or__", "__ror__"),
+                            "xor": ("__xor__", "__rxor__")}.items():
+    setattr(Tensor, _fwd, _bitwise("logical_" + _kind, "bitwise_" + _kind, False))
+    setattr(Tensor, _rev, _bitwise("logical_" + _kind, "bitwise_" + _kind, True))
 for _op, _name in {"eq": "__eq__", "ne": "__ne__", "lt": "__lt__", "le": "__le__",
                    "gt": "__gt__", "ge": "__ge__"}.items():
     setattr(Tensor, _name, _forward(_op))
@@ -46,7 +63,8 @@ Tensor.__array_ufunc__ = None  # NumPy defers to Tensor's reflected operators (n
 Tensor.__neg__ = lambda self: unary("neg", self)
 Tensor.__pos__ = lambda self: self
 Tensor.__abs__ = lambda self: unary("abs", self)
-Tensor.__invert__ = lambda self: elementwise.logical_not(self)
+Tensor.__invert__ = lambda self: (elementwise.logical_not(self) if self.dtype == dtypes.bool_
+                                  else unary("bitwise_invert", self))
 Tensor.__matmul__ = lambda self, other: linalg.matmul(self, other)
 Tensor.__rmatmul__ = lambda self, other: linalg.matmul(other, self)
 Tensor.__getitem__ = lambda self, key: indexing.getitem(self, key)
@@ -67,6 +85,8 @@ Tensor.backward = _backward
 
 for _name, _fn in {**UNARY_FUNCTIONS, **BINARY_FUNCTIONS}.items():  # every elementwise record, aliases too
     setattr(Tensor, _name, _fn)
+Tensor.real = property(UNARY_FUNCTIONS["real"], doc="The real part (PyTorch's attribute; lt.real(x) too).")
+Tensor.imag = property(UNARY_FUNCTIONS["imag"], doc="The imaginary part (PyTorch's attribute; lt.imag(x) too).")
 Tensor.clip = Tensor.clamp = elementwise.clip
 Tensor.where = lambda self, condition, other: elementwise.where(condition, self, other)
 

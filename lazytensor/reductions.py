@@ -32,11 +32,15 @@ def reduce(op, x, axes, keepdims, out_dtype, **extra):
 
 
 def _accumulating_dtype(x):
-    return x.dtype if x.dtype.is_floating_point else dtypes.int64
+    """Floats and complex keep their dtype; signed integers and bools give int64 (PyTorch's rule),
+    unsigned ones uint64."""
+    if x.dtype.is_floating_point or x.dtype.is_complex:
+        return x.dtype
+    return dtypes.uint64 if x.dtype.np.kind == "u" else dtypes.int64
 
 
 def _mean_dtype(x):
-    return x.dtype if x.dtype.is_floating_point else dtypes.DEFAULT_FLOAT
+    return x.dtype if x.dtype.is_floating_point or x.dtype.is_complex else dtypes.DEFAULT_FLOAT
 
 
 def sum(x, dim=None, keepdim=None, *, axis=None, keepdims=None):

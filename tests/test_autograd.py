@@ -54,6 +54,9 @@ UNARY = {
     "gelu": (F.gelu, anyv), "gelu_tanh": (lambda x: F.gelu(x, "tanh"), anyv),
     "softmax": (lambda x: x.softmax(-1), anyv), "log_softmax": (lambda x: x.log_softmax(0), anyv),
     "clip": (lambda x: x.clip(-1, 1), anyv), "cast": (lambda x: x.float().double() * 1.0, anyv),
+    "log2": (lambda x: x.log2(), pos), "log10": (lambda x: x.log10(), pos), "asinh": (lambda x: x.asinh(), anyv),
+    "acosh": (lambda x: (x + 1.0).acosh(), pos), "atanh": (lambda x: x.atanh(), unit),
+    "reciprocal": (lambda x: x.reciprocal(), pos),
 }
 
 
@@ -70,6 +73,8 @@ BINARY = {
     "div": lambda a, b: a / b, "pow": lambda a, b: a ** b, "maximum": lambda a, b: lt.maximum(a, b),
     "minimum": lambda a, b: lt.minimum(a, b), "mod": lambda a, b: a % b,
     "where": lambda a, b: lt.where(a > b, a, b * 2.0),
+    "atan2": lambda a, b: lt.atan2(a, b), "hypot": lambda a, b: lt.hypot(a, b),
+    "logaddexp": lambda a, b: lt.logaddexp(a, b),
 }
 BROADCASTS = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((), (2, 3))]
 

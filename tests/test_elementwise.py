@@ -21,8 +21,14 @@ UNARY = {"neg": np.negative, "abs": np.abs, "sqrt": np.sqrt, "exp": np.exp, "log
          "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "sign": np.sign,
          "square": np.square, "floor": np.floor, "ceil": np.ceil, "rsqrt": lambda x: 1 / np.sqrt(x),
          "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "relu": lambda x: np.maximum(x, 0),
-         "erf": np.vectorize(math.erf, otypes=[np.float64])}
-DOMAIN = {"sqrt": (0.1, 4), "rsqrt": (0.1, 4), "log": (0.1, 4), "log1p": (-0.9, 4), "asin": (-0.9, 0.9), "acos": (-0.9, 0.9)}
+         "erf": np.vectorize(math.erf, otypes=[np.float64]),
+         "log2": np.log2, "log10": np.log10, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
+         "reciprocal": np.reciprocal, "trunc": np.trunc, "round": np.round, "signbit": np.signbit,
+         "real": np.real, "imag": np.imag, "conj": np.conj, "bitwise_invert": np.invert}
+INTEGER_ONLY = {"bitwise_invert": {np.float32: np.int32, np.float64: np.int64}}  # dtype used instead
+DOMAIN = {"sqrt": (0.1, 4), "rsqrt": (0.1, 4), "log": (0.1, 4), "log1p": (-0.9, 4), "asin": (-0.9, 0.9),
+          "acos": (-0.9, 0.9), "log2": (0.1, 4), "log10": (0.1, 4), "acosh": (1.1, 4), "atanh": (-0.9, 0.9),
+          "reciprocal": (0.5, 4)}
 ULP_TOL = {np.float32: 4e-7, np.float64: 4e-16}
 
 
@@ -86,10 +92,15 @@ def test_comparisons_give_bool_tensors_matching_numpy(op, shapes, rng):
 @pytest.mark.parametrize("shape", [(), (7,), (2, 0, 3), (3, 1, 4)], ids=str)
 def test_unary_ops_match_numpy(op, dtype, shape, rng):
     lo, hi = DOMAIN.get(op, (-3, 3))
+    if op in INTEGER_ONLY:
+        x = _data(rng, shape, INTEGER_ONLY[op][dtype])
+        np.testing.assert_array_equal(getattr(lt, op)(lt.tensor(x)).numpy(), UNARY[op](x))
+        return
     x = _data(rng, shape, dtype, lo, hi)
     got = getattr(lt, op)(lt.tensor(x)).numpy()
-    want = np.asarray(UNARY[op](x.astype(np.float64))).astype(dtype)
-    assert got.dtype == np.dtype(dtype) and got.shape == x.shape
+    want = np.asarray(UNARY[op](x.astype(np.float64)))
+    want = want if want.dtype == np.bool_ else want.astype(dtype)
+    assert got.dtype == want.dtype and got.shape == x.shape
     np.testing.assert_allclose(got, want, rtol=ULP_TOL[dtype], atol=0)
 
 

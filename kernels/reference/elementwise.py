@@ -5,6 +5,8 @@ from ..ops import OPS
 
 F64 = np.dtype(np.float64)
 I64 = np.dtype(np.int64)
+C128 = np.dtype(np.complex128)
+U64 = np.dtype(np.uint64)
 
 # Cephes erf/erfc (S. L. Moshier, public domain): rational approximations, relative error ~1e-16.
 _ERF_T = (9.60497373987051638749E0, 9.00260197203842689217E1, 2.23200534594684319226E3,
@@ -77,6 +79,10 @@ def compute_dtype(dtype):
     dtype = np.dtype(dtype)
     if dtype.kind == "f":
         return F64
+    if dtype.kind == "c":
+        return C128
+    if dtype == U64:
+        return U64  # beyond int64's range
     if dtype.kind in "iu":
         return I64
     return dtype
@@ -92,7 +98,9 @@ def _unary(fn, native_ok):
         with np.errstate(all="ignore"):
             if native_ok and x.dtype == out_dtype:
                 return _store(fn(x), out_dtype)
-            return _store(fn(x.astype(compute_dtype(out_dtype))), out_dtype)
+            # abs(complex) is real, signbit(float) is bool: those compute in the input's wide type
+            wide = compute_dtype(x.dtype if x.dtype.kind == "c" or out_dtype.kind == "b" else out_dtype)
+            return _store(fn(x.astype(wide)), out_dtype)
     return kernel
 
 

@@ -55,8 +55,13 @@ def _restore(result, x_shape, axes, keepdims):
 
 
 def _wide(dtype):
-    """float64 for floats, int64 for integers and bools (so a bool sum counts)."""
-    return np.dtype(np.float64) if dtype.kind == "f" else np.dtype(np.int64)
+    """float64 for floats, int64 for signed integers and bools (so a bool sum counts), uint64 for
+    unsigned ones, complex128 for complex (whose sums and products use NumPy's order, not a fold)."""
+    return np.dtype({"f": np.float64, "c": np.complex128, "u": np.uint64}.get(dtype.kind, np.int64))
+
+
+def _real_or_complex(x):
+    return np.complex128 if x.dtype.kind == "c" else np.float64
 
 
 def _sum_wide(x, axes, blocked=True):
@@ -90,7 +95,7 @@ def _count(x, axes):
 def mean(attrs, x):
     axes = attrs["axes"]
     with np.errstate(all="ignore"):
-        return _out(_sum_wide(x, axes).astype(np.float64) / _count(x, axes), attrs, x.shape)
+        return _out(_sum_wide(x, axes).astype(_real_or_complex(x)) / _count(x, axes), attrs, x.shape)
 
 
 def left_sum(attrs, x):
@@ -102,7 +107,8 @@ def left_mean(attrs, x):
     """`mean` with the plain left fold at any length (see left_sum)."""
     axes = attrs["axes"]
     with np.errstate(all="ignore"):
-        return _out(_sum_wide(x, axes, blocked=False).astype(np.float64) / _count(x, axes), attrs, x.shape)
+        return _out(_sum_wide(x, axes, blocked=False).astype(_real_or_complex(x)) / _count(x, axes), attrs,
+                    x.shape)
 
 
 def _var_wide(x, axes, correction):
