@@ -114,9 +114,10 @@ def _host_unary(name, doc, numpy, dtype="float", grad="rule", bool_inputs=True):
               numpy=numpy, bool_inputs=bool_inputs)
 
 
-def _host_binary(name, doc, numpy, dtype="promote", grad="rule", bool_inputs=True):
-    """A binary op computed by the NumPy reference only."""
-    return Op(name, "binary", dtype, "exact", grad, doc, policy="shaped", numpy=numpy, bool_inputs=bool_inputs)
+def _host_binary(name, doc, numpy, dtype="promote", grad="rule", bool_inputs=True, native=False):
+    """A binary op computed by the NumPy reference only (`native`: in the operands' dtype, not widened)."""
+    return Op(name, "binary", dtype, "exact", grad, doc, policy="shaped", numpy=numpy, bool_inputs=bool_inputs,
+              native=native)
 
 
 def _logical(name, py, c):
@@ -151,7 +152,7 @@ _RECORDS = (
        kernels=frozenset({"fused", "device"}), py="(1.0 / math.sqrt({0}))", c="(({w})1 / lt_sqrt({0}))",
        wide=True),
     _math("exp", "e to the x", py_f32="exp_for_float32({0})"),
-    _math("expm1", "exp(x) - 1, accurate near 0"),
+    _math("expm1", "exp(x) - 1, accurate near 0 (complex too)", numpy=None),
     _math("log", "natural logarithm"),
     _math("log1p", "log(1 + x), accurate near 0"),
     _math("tanh", "hyperbolic tangent"),
@@ -188,7 +189,7 @@ _RECORDS = (
            aliases=("multiply",)),
     _arith("div", "x / y (true division)", "true_divide", "({0} / {1})", "({0} / {1})", native=True,
            dtype="div", aliases=("divide",)),
-    _arith("floordiv", "floor(x / y) as NumPy (integer division by 0 gives 0)", "floor_divide",
+    _arith("floordiv", "floor(x / y) as NumPy (integer division by 0 gives 0; infinities as IEEE)", None,
            bool_inputs=False, aliases=("floor_divide",)),
     _arith("mod", "x - floor(x / y) * y as NumPy (sign of y)", "mod", bool_inputs=False,
            aliases=("remainder",)),
@@ -210,7 +211,8 @@ _RECORDS = (
     _host_binary("hypot", "sqrt(x1^2 + x2^2) without overflow", "hypot", dtype="div"),
     _host_binary("logaddexp", "log(exp(x1) + exp(x2))", "logaddexp", dtype="div"),
     _host_binary("copysign", "|x1| with the sign of x2", "copysign", dtype="div", grad="none"),
-    _host_binary("nextafter", "the next float after x1 toward x2", "nextafter", grad="none"),
+    _host_binary("nextafter", "the next float after x1 toward x2 (in their dtype)", "nextafter", grad="none",
+                 native=True),
     _host_binary("bitwise_and", "x1 & x2, bit by bit", "bitwise_and", grad="none"),
     _host_binary("bitwise_or", "x1 | x2, bit by bit", "bitwise_or", grad="none"),
     _host_binary("bitwise_xor", "x1 ^ x2, bit by bit", "bitwise_xor", grad="none"),
@@ -286,6 +288,8 @@ _RECORDS = (
     Op("scatter_index", "index", "attr", "exact", "internal", "advanced indexing's gradient"),
     Op("scatter_along", "index", "attr", "exact", "rule", "scatter: src written at the indices along an axis "
        "(the last of repeated positions wins)"),
+    # ---- a NumPy function with no kernel of its own (linalg and fft of the Array API namespace) ---------
+    Op("host_call", "host", "attr", "exact", "none", "a NumPy function called on the host (NumPy's result)"),
     # ---- creation and random fills ----------------------------------------------------------------
     Op("full", "fill", "attr", "exact", "none", "a constant", policy="fill", kernels=frozenset({"device"})),
     Op("arange", "fill", "attr", "exact", "none", "evenly spaced values by step", policy="fill"),

@@ -44,5 +44,5 @@ long = int64
 
 __version__ = "0.1.0"
 
-from . import distributed, nn, optim  # noqa: E402  (they import the API above)
+from . import array_api, distributed, nn, optim  # noqa: E402  (they import the API above)
 one_hot = nn.functional.one_hot

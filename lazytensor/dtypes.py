@@ -29,9 +29,13 @@ class DType:
         return f"lt.{self.name}"
 
     def __eq__(self, other):
+        if isinstance(other, DType):
+            return other is self
+        if other is None:
+            return False  # np.dtype(None) is float64, but no dtype equals "no dtype"
         try:
             return as_dtype(other) is self
-        except TypeError:
+        except (TypeError, ValueError):  # np.dtype() raises either for things that are not dtypes
             return NotImplemented
 
     def __hash__(self):

@@ -187,8 +187,8 @@ def isnan(x):
 
 
 def isinf(x):
-    """True where x is +inf or -inf (never for integers and bools)."""
-    if not x.dtype.is_floating_point:
+    """True where x is +inf or -inf (never for integers and bools; complex: either part)."""
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
         return binary("ne", x, x)
     return binary("eq", unary("abs", x), float("inf"))
 

@@ -40,6 +40,7 @@ def _normalize_key(x, key):
     """Expand `...`, classify items; returns (items, has_advanced). Raises IndexError for bad keys."""
     if not isinstance(key, tuple):
         key = (key,)
+    key = _masks_as_positions(x, key)
     items = []
     for k in key:
         if k is None or k is Ellipsis or isinstance(k, slice):
@@ -79,6 +80,39 @@ def _normalize_key(x, key):
     return items, any(isinstance(k, Tensor) for k in items)
 
 
+def _mask_value(k):
+    """The host value of a boolean mask index (read from the device if need be), or None."""
+    if isinstance(k, Tensor) and k.dtype == dtypes.bool_:
+        return hostio.host_array(k._node, "mask")
+    if isinstance(k, (np.ndarray, list)) and np.asarray(k).dtype == np.bool_:
+        return np.asarray(k)
+    return None
+
+
+def _masks_as_positions(x, key):
+    """Boolean masks in a key become the integer positions of their True entries, NumPy's meaning (a
+    mask of k dims indexes k dims, whose sizes it must have). The result's shape depends on the mask's
+    values, so a mask tensor is read on the host here (a "host-read:mask" download from a device)."""
+    masks = [_mask_value(k) for k in key]
+    if all(m is None for m in masks):
+        return key
+    width = [0 if k is None or k is Ellipsis else (m.ndim if m is not None else 1) for k, m in zip(key, masks)]
+    ellipsis = next((i for i, k in enumerate(key) if k is Ellipsis), None)
+    out = []
+    for i, (k, m) in enumerate(zip(key, masks)):
+        if m is None:
+            out.append(k)
+            continue
+        if m.ndim == 0:
+            raise IndexError("index: a 0-d boolean mask must be the whole index")
+        start = sum(width[:i]) if ellipsis is None or i < ellipsis else x.ndim - sum(width[i:])
+        if tuple(x.shape[start:start + m.ndim]) != m.shape:
+            raise IndexError(f"index: a boolean mask of shape {m.shape} does not match the dimensions "
+                             f"{tuple(x.shape[start:start + m.ndim])} it indexes (from dimension {start})")
+        out.extend(tensor(p) for p in np.nonzero(m))
+    return tuple(out)
+
+
 def _slice_triple(s, n):
     start, stop, step = s.indices(n)
     # A negative step that runs to the front yields stop == -1, which NumPy would read as "the last".
@@ -86,7 +120,12 @@ def _slice_triple(s, n):
 
 
 def getitem(x, key):
-    """t[key]: an element read when every axis gets an integer, else a lazy sub-tensor."""
+    """t[key]: an element read when every axis gets an integer, else a lazy sub-tensor (a boolean
+    mask's positions are read on the host first)."""
+    mask = _mask_value(key) if not isinstance(key, tuple) else None
+    if mask is not None and mask.ndim == 0:  # x[True] is x[None]; x[False] is x[None][:0]
+        out = getitem(x, (None,))
+        return out if mask else getitem(out, slice(0, 0))
     items, advanced = _normalize_key(x, key)
     if all(isinstance(k, int) for k in items) and len(items) == x.ndim:
         value = hostio.host_array(x._node, "getitem")[tuple(items)]

@@ -3,7 +3,7 @@ build nodes from it, and this module (imported last by the package) joins the tw
 import numpy as np
 
 from . import dtypes
-from . import activations, autograd, elementwise, indexing, linalg, reductions, shape_ops, sorting
+from . import activations, autograd, elementwise, grad_mode, indexing, linalg, reductions, shape_ops, sorting
 from .elementwise import BINARY_FUNCTIONS, UNARY_FUNCTIONS, binary, unary
 from .runtime import devices as _devices, hostio
 from .tensor import Tensor
@@ -164,6 +164,94 @@ def _to(self, target):
 
 
 Tensor.to = _to
+
+
+def _to_device(self, device, /, *, stream=None):
+    """The Array API's to_device: this array, copied to `device` now (see Tensor.to)."""
+    if stream is not None:
+        raise ValueError("to_device: streams are not supported; pass stream=None")
+    return _to(self, device)
+
+
+def _dlpack(self, /, *, stream=None, max_version=None, dl_device=None, copy=None):
+    """DLPack export of the value on the host (downloaded first if it lives on a device only): the
+    consumer shares the host memory, so NumPy and PyTorch read it without a copy."""
+    if dl_device not in (None, (1, 0)):
+        raise BufferError(f"__dlpack__: lazytensor exports host memory (device (1, 0)), not {dl_device}")
+    arr = hostio.host_array(self._node, "dlpack")
+    kwargs = {} if max_version is None else {"max_version": max_version}
+    if copy:
+        arr = arr.copy()
+    try:
+        return arr.__dlpack__(stream=stream, **kwargs)
+    except BufferError:  # a read-only host value cannot be signalled as such to an old consumer
+        return arr.copy().__dlpack__(stream=stream, **kwargs)
+
+
+def _recorded(self):
+    """Whether x takes part in gradient recording now: then `x op= y` rebinds the name to a new tensor
+    (Python's fallback), since rewriting x in place would corrupt the recorded graph."""
+    return grad_mode.is_grad_enabled() and (self.requires_grad or self._grad_fn is not None)
+
+
+def _inplace(op):
+    """x op= y: the result written into x itself (the same Tensor object, as in PyTorch and the Array
+    API), in x's dtype and shape."""
+    def method(self, other):
+        if _recorded(self) or not isinstance(other, _OPERAND_TYPES):
+            return NotImplemented
+        result = binary(op, self, other)
+        if result.shape != self.shape:
+            raise ValueError(f"in-place {op}: the result's shape {result.shape} is not x's {self.shape}")
+        if result.dtype != self.dtype:
+            if not np.can_cast(result.dtype.np, self.dtype.np, casting="same_kind"):
+                raise TypeError(f"in-place {op}: the result's dtype {result.dtype} cannot be stored in x's "
+                                f"{self.dtype}")
+            result = elementwise.cast(result, self.dtype)
+        self._node = result._node
+        return self
+    return method
+
+
+Tensor.to_device = _to_device
+Tensor.__dlpack__ = _dlpack
+Tensor.__dlpack_device__ = lambda self: (1, 0)
+Tensor.__complex__ = lambda self: complex(self._scalar("complex"))
+for _op, _name in {"add": "__iadd__", "sub": "__isub__", "mul": "__imul__", "div": "__itruediv__",
+                   "floordiv": "__ifloordiv__", "mod": "__imod__", "pow": "__ipow__",
+                   "bitwise_left_shift": "__ilshift__", "bitwise_right_shift": "__irshift__"}.items():
+    setattr(Tensor, _name, _inplace(_op))
+
+
+def _inplace_bitwise(kind):
+    def method(self, other):
+        if _recorded(self):
+            return NotImplemented
+        result = getattr(Tensor, f"__{kind}__")(self, other)
+        if result is NotImplemented:
+            return result
+        if result.shape != self.shape or result.dtype != self.dtype:
+            raise TypeError(f"in-place {kind}: the result ({result.dtype}, {result.shape}) does not fit x "
+                            f"({self.dtype}, {self.shape})")
+        self._node = result._node
+        return self
+    return method
+
+
+for _kind in ("and", "or", "xor"):
+    setattr(Tensor, f"__i{_kind}__", _inplace_bitwise(_kind))
+Tensor.__imatmul__ = lambda self, other: _assign_matmul(self, other)
+
+
+def _assign_matmul(self, other):
+    if _recorded(self):
+        return NotImplemented
+    result = linalg.matmul(self, other)
+    if result.shape != self.shape or result.dtype != self.dtype:
+        raise ValueError(f"in-place matmul: the result ({result.dtype}, {result.shape}) does not fit x "
+                         f"({self.dtype}, {self.shape})")
+    self._node = result._node
+    return self
 Tensor.astype = elementwise.cast
 Tensor.type = elementwise.cast
 Tensor.float = lambda self: elementwise.cast(self, dtypes.float32)

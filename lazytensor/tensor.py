@@ -14,6 +14,24 @@ _STORED_AS_IS = frozenset(n for n, op in OPS.items() if op.family == "movement")
     "take", "take_along", "index", "full", "cast"}
 
 
+class Size(int):
+    """An int (a tensor's number of elements) that, called, answers PyTorch's size(): the shape, or
+    with a dim that dimension's length; so both `x.size` (the Array API) and `x.size()` work."""
+
+    def __new__(cls, shape):
+        n = 1
+        for d in shape:
+            n *= d
+        out = super().__new__(cls, n)
+        out.shape = tuple(shape)
+        return out
+
+    def __call__(self, dim=None):
+        if dim is None:
+            return self.shape
+        return self.shape[normalize_axis("size", dim, len(self.shape))]
+
+
 class Tensor:
     """A lazy n-dimensional array. Operations build graph nodes; host reads compute and download."""
 
@@ -99,10 +117,11 @@ class Tensor:
     def dim(self):
         return self.ndim
 
-    def size(self, dim=None):
-        if dim is None:
-            return self.shape
-        return self.shape[normalize_axis("size", dim, self.ndim)]
+    @property
+    def size(self):
+        """The number of elements (the Array API's `x.size`), also callable as PyTorch's `x.size()`
+        (the shape) and `x.size(dim)` (one dimension's length)."""
+        return Size(self.shape)
 
     def numel(self):
         return self._node.size

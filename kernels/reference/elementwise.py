@@ -74,6 +74,41 @@ def _rsqrt(x):
     return 1.0 / np.sqrt(x)
 
 
+def _expm1(z):
+    """np.expm1; for complex z = x + iy (NumPy has no complex expm1): expm1(x)cos(y) - 2sin^2(y/2) +
+    i e^x sin(y), with C99's cexp special cases carried over (as the Array API standard lists them)."""
+    if z.dtype.kind != "c":
+        return np.expm1(z)
+    x, y = z.real, z.imag
+    re = np.expm1(x) * np.cos(y) - 2.0 * np.sin(y / 2) ** 2
+    im = np.exp(x) * np.sin(y)
+    im = np.where(y == 0, y, im)  # a real argument keeps an exact zero imaginary part
+    neg_inf, pos_inf = np.isneginf(x), np.isposinf(x)
+    re = np.where(neg_inf, -1.0, np.where(pos_inf & ~np.isfinite(y), np.inf, re))
+    im = np.where(neg_inf, np.where(np.isfinite(y), np.copysign(0.0, np.sin(y)), 0.0), im)
+    return _complex(re, im, z.dtype)  # not re + 1j * im: inf * 0j would make NaNs
+
+
+def _complex(re, im, dtype):
+    out = np.empty(np.shape(re), dtype)
+    out.real, out.imag = re, im
+    return out
+
+
+def _floor_divide(a, b):
+    """NumPy's floor_divide, except where it differs from IEEE's floor(a / b) on infinities (the Array
+    API standard's special cases): an infinite a over a finite nonzero b is that signed infinity, a
+    finite a over an infinite b is a signed zero (NumPy: NaN, and -1 or 0)."""
+    out = np.floor_divide(a, b)
+    if out.dtype.kind != "f":
+        return out
+    inf_a = np.isinf(a) & np.isfinite(b) & (b != 0)
+    inf_b = np.isfinite(a) & np.isinf(b)
+    if inf_a.any() or inf_b.any():
+        out = np.where(inf_a | inf_b, np.floor(a / b), out)
+    return out
+
+
 def compute_dtype(dtype):
     """The wide dtype an elementwise op computes in before rounding to `dtype`."""
     dtype = np.dtype(dtype)
@@ -135,7 +170,7 @@ def cast(attrs, x):
 
 
 def logical_not(attrs, x):
-    return np.logical_not(x)
+    return np.asarray(np.logical_not(x))
 
 
 def where(attrs, cond, a, b):
@@ -144,7 +179,8 @@ def where(attrs, cond, a, b):
 
 
 # The reference's own definitions; every other elementwise op is the NumPy function its record names.
-_DEFINED_HERE = {"erf": _erf, "sigmoid": _sigmoid, "relu": _relu, "rsqrt": _rsqrt}
+_DEFINED_HERE = {"erf": _erf, "sigmoid": _sigmoid, "relu": _relu, "rsqrt": _rsqrt, "floordiv": _floor_divide,
+                 "expm1": _expm1}
 # The op record's `native`: correctly rounded (or exact) ops computed in the output dtype directly give
 # the same bits as widening to float64 and rounding once (double rounding is innocuous since
 # 53 >= 2 * 24 + 2), so the kernels skip the widening when operands already have the output dtype.

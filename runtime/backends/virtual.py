@@ -17,6 +17,9 @@ from ..policy import CUDA_THRESHOLDS, accepts, placement
 from .arena import Arena
 from .base import DeviceBackend
 
+# A NumPy function with no kernel of its own runs on the host on every device (a GPU has none of them).
+HOST_ONLY = frozenset({"host_call"})
+
 
 class VirtualBlock:
     """A byte range of the arena."""
@@ -66,7 +69,7 @@ class VirtualDevice(DeviceBackend):
         return time.perf_counter() - t0
 
     def can_run(self, node, operands, remember=False):
-        if node.op not in KERNELS:
+        if node.op not in KERNELS or node.op in HOST_ONLY:
             return False
         if self.offload == "always" and placement(node) in (None, self.name):
             return True
