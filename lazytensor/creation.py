@@ -105,8 +105,9 @@ def empty(*size, dtype=None, device=None, requires_grad=False):
 
 
 def like_device(x):
-    """Where a *_like tensor goes: next to `x` when `x` is on a device, else wherever the policy says."""
-    return x.device if x.device != "cpu" else None
+    """Where a *_like tensor goes: next to `x` when x's value is on a device, else where the policy says."""
+    buf = x._node.buffer
+    return buf.backend.name if buf is not None and buf.on_device else None
 
 
 def zeros_like(x, *, dtype=None, device=None, requires_grad=False):

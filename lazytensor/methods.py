@@ -159,6 +159,7 @@ def _to(self, target):
             hostio.place_on_host(self._node)
         else:
             hostio.place_on_device(self._node, _devices.active_device())
+        self._placed = where
         return self
     return elementwise.cast(self, target)
 

@@ -4,7 +4,7 @@ import numpy as np
 from . import dtypes, grad_mode
 from .errors import normalize_axis
 from .kernels.ops import OPS
-from .runtime import hostio, scheduler
+from .runtime import devices, hostio, scheduler
 from .runtime.graph import Node
 from .runtime.residency import Residency
 
@@ -35,12 +35,13 @@ class Size(int):
 class Tensor:
     """A lazy n-dimensional array. Operations build graph nodes; host reads compute and download."""
 
-    __slots__ = ("_node", "requires_grad", "grad", "_grad_fn", "__weakref__")
+    __slots__ = ("_node", "requires_grad", "grad", "_grad_fn", "_placed", "__weakref__")
 
     def __init__(self, node, requires_grad=False):
         if not isinstance(node, Node):
             raise TypeError("Tensor(...) wraps a graph node; create tensors with lt.tensor(data)")
         self._node = node
+        self._placed = None
         self.grad = None
         self._grad_fn = None
         self.requires_grad = False
@@ -148,9 +149,14 @@ class Tensor:
 
     @property
     def device(self):
-        """Where the value lives: the device's name if it holds a copy, else "cpu"."""
-        buf = self._node.buffer
-        return buf.backend.name if buf is not None and buf.on_device else "cpu"
+        """The device this tensor belongs to: where `.to()` (or a creation's `device=`) put it, else the
+        active device ("cpu" when none is selected). It does not change as the engine moves the value;
+        where copies of the value are held right now is `residency`."""
+        if self._placed is not None:
+            return self._placed
+        attrs = self._node.attrs
+        forced = attrs.get("device") if isinstance(attrs, dict) else None
+        return forced if forced is not None else devices.active_name()
 
     @property
     def is_realized(self):

@@ -8,7 +8,7 @@ from lazytensor.runtime.policy import CUDA_THRESHOLDS
 
 def _ran_on_device(t):
     t.realize()
-    return t.device == "virtual"
+    return t.residency is not lt.Residency.HOST
 
 
 @pytest.fixture

@@ -114,7 +114,7 @@ def test_rng_fills_are_byte_identical_on_the_virtual_device(virtual):
     lt.manual_seed(11)
     got = [lt.rand(10_000), lt.randn(9000, dtype=lt.float64), lt.randint(0, 100, (9000,))]
     lt.realize(*got)
-    assert all(g.device == "virtual" for g in got)  # fills of 8192+ elements are generated on the device
+    assert all(g.residency is lt.Residency.DEVICE for g in got)  # fills of 8192+ elements: made on the device
     assert all(g.numpy().tobytes() == w.tobytes() for g, w in zip(got, want))
 
 
