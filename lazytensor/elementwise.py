@@ -81,7 +81,7 @@ def binary(op, a, b):
             raise TypeError(f"{op}: not defined for two bool tensors; cast one first, e.g. x.int()")
         if op.startswith("bitwise_") and (dt.is_floating_point or dt.is_complex):
             raise TypeError(f"{op}: needs integer or bool tensors, got {ta.dtype} and {tb.dtype}")
-        if op == "pow" and not dt.is_floating_point and not isinstance(b, Tensor) and b < 0:
+        if op == "pow" and dt.np.kind in "iu" and isinstance(b, (int, np.integer)) and b < 0:
             raise ValueError(f"pow: integer tensors cannot be raised to the negative integer power {b}; "
                              f"use a float exponent or cast the tensor to float")
         out = dt

@@ -106,9 +106,10 @@ def _masks_as_positions(x, key):
         if m.ndim == 0:
             raise IndexError("index: a 0-d boolean mask must be the whole index")
         start = sum(width[:i]) if ellipsis is None or i < ellipsis else x.ndim - sum(width[i:])
-        if tuple(x.shape[start:start + m.ndim]) != m.shape:
+        dims = tuple(x.shape[start:start + m.ndim])
+        if len(dims) != m.ndim or not all(k in (n, 0) for n, k in zip(dims, m.shape)):  # size 0: selects nothing
             raise IndexError(f"index: a boolean mask of shape {m.shape} does not match the dimensions "
-                             f"{tuple(x.shape[start:start + m.ndim])} it indexes (from dimension {start})")
+                             f"{dims} it indexes (from dimension {start})")
         out.extend(tensor(p) for p in np.nonzero(m))
     return tuple(out)
 

@@ -2,17 +2,22 @@
 import numpy as np
 
 
+def _wide(dtype):
+    """float64 for floats, complex128 for complex, uint64 for unsigned, int64 for the rest."""
+    return {"f": np.float64, "c": np.complex128, "u": np.uint64}.get(np.dtype(dtype).kind, np.int64)
+
+
 def cumsum(attrs, x):
-    """Running sum along `axis`, a left fold in float64 (int64 for integers and bools), rounded once per
-    element to the result dtype."""
-    wide = np.float64 if np.dtype(attrs["dtype"]).kind == "f" else np.int64
+    """Running sum along `axis`, a left fold in float64 (int64 for integers and bools, complex128 for
+    complex), rounded once per element to the result dtype."""
+    wide = _wide(attrs["dtype"])
     return np.cumsum(x, axis=attrs["axis"], dtype=wide).astype(attrs["dtype"], copy=False)
 
 
 def cumprod(attrs, x):
     """Running product along `axis`, a left fold in float64 (int64 for integers and bools), rounded
     once per element to the result dtype."""
-    wide = np.float64 if np.dtype(attrs["dtype"]).kind == "f" else np.int64
+    wide = _wide(attrs["dtype"])
     with np.errstate(over="ignore"):  # a product beyond the result dtype's range rounds to infinity
         return np.cumprod(x, axis=attrs["axis"], dtype=wide).astype(attrs["dtype"], copy=False)
 
