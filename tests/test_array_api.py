@@ -204,6 +204,7 @@ MANIPULATIONS = {
     "clip": lambda m, a: m.clip(a, -0.5, 0.5),
     "cumulative_prod": lambda m, a: m.cumulative_prod(a, axis=2),
     "searchsorted": lambda m, a: m.searchsorted(m.sort(m.reshape(a, (-1,))), a, side="right"),
+    "isin": lambda m, a: m.isin(m.astype(m.round(a), m.int64), m.asarray([0, 1])),
     "getitem_mask": lambda m, a: a[a > 0],
     "getitem_ints": lambda m, a: a[m.asarray([1, 0]), m.asarray([0, 2]), m.asarray([3, 3])],
     "vecdot": lambda m, a: m.vecdot(a, a, axis=-2),

@@ -22,8 +22,8 @@ from ._elementwise import FUNCTIONS as _ELEMENTWISE, clip, isfinite, isinf, isna
 from ._info import __array_namespace_info__
 from ._manipulation import (broadcast_arrays, broadcast_to, concat, expand_dims, flip, moveaxis, permute_dims,
                             repeat, reshape, roll, squeeze, stack, tile, unstack)
-from ._searching import (argmax, argmin, argsort, nonzero, searchsorted, sort, take, take_along_axis, unique_all,
-                         unique_counts, unique_inverse, unique_values)
+from ._searching import (argmax, argmin, argsort, isin, nonzero, searchsorted, sort, take, take_along_axis,
+                         unique_all, unique_counts, unique_inverse, unique_values)
 from ._statistical import (all, any, count_nonzero, cumulative_prod, cumulative_sum, diff, max, mean, min,  # noqa: A004
                            prod, std, sum, var)
 from .linalg import matmul, matrix_transpose, tensordot, vecdot
@@ -48,7 +48,7 @@ __all__ = sorted(
      "clip", "isfinite", "isinf", "isnan", "positive", "where",
      "broadcast_arrays", "broadcast_to", "concat", "expand_dims", "flip", "moveaxis", "permute_dims", "repeat",
      "reshape", "roll", "squeeze", "stack", "tile", "unstack",
-     "argmax", "argmin", "argsort", "nonzero", "searchsorted", "sort", "take", "take_along_axis", "unique_all",
+     "argmax", "argmin", "argsort", "isin", "nonzero", "searchsorted", "sort", "take", "take_along_axis", "unique_all",
      "unique_counts", "unique_inverse", "unique_values",
      "all", "any", "count_nonzero", "cumulative_prod", "cumulative_sum", "diff", "max", "mean", "min", "prod",
      "std", "sum", "var", "matmul", "matrix_transpose", "tensordot", "vecdot"] + list(_ELEMENTWISE))

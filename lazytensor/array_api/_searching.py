@@ -90,6 +90,13 @@ def unique_values(x, /):
     return creation.tensor(_unique(x).values)
 
 
+def isin(x1, x2, /, *, invert=False):
+    """Whether each element of x1 is among x2's (a later revision's function; lazy, NumPy on the host)."""
+    x1 = x1 if hasattr(x1, "_node") else creation.tensor(x1)
+    x2 = x2 if hasattr(x2, "_node") else creation.tensor(x2)
+    return host_call(np.isin, (x1, x2), x1.shape, dtypes.bool_, invert=invert)
+
+
 def take(x, indices, /, *, axis=None):
     if axis is None:
         if x.ndim != 1:
