@@ -78,27 +78,39 @@ _COMPLEX_OF = {float32: complex64, float64: complex128}
 REAL_OF = {complex64: float32, complex128: float64}
 
 
+# Set once a storage dtype is first asked for: until then Tensor._from_op skips checking for them
+# (a check per op, a third of building a node's time).
+storage_in_use = False
+
+
+def _note_storage(dt):
+    global storage_in_use
+    if dt.np in STORAGE_NP:
+        storage_in_use = True
+    return dt
+
+
 def as_dtype(spec):
     """Turn lt/NumPy dtypes, names and Python types into a DType; TypeError for anything else."""
     if isinstance(spec, DType):
-        return spec
+        return _note_storage(spec)
     if isinstance(spec, type) and spec in _BY_PY:
         return _BY_PY[spec]
     if isinstance(spec, str) and spec in _BY_NAME:
-        return _BY_NAME[spec]
+        return _note_storage(_BY_NAME[spec])
     try:
         np_dtype = np.dtype(spec)
     except TypeError:
         np_dtype = None
     if np_dtype is not None and np_dtype in _BY_NP:
-        return _BY_NP[np_dtype]
+        return _note_storage(_BY_NP[np_dtype])
     supported = ", ".join(d.name for d in ALL)
     raise TypeError(f"unsupported dtype {spec!r}: lazytensor supports {supported}")
 
 
 def from_np(np_dtype):
     """The DType for a NumPy dtype the engine produced (always one of ALL)."""
-    return _BY_NP[np.dtype(np_dtype)]
+    return _note_storage(_BY_NP[np.dtype(np_dtype)])
 
 
 def category(dtype):

@@ -52,7 +52,7 @@ class Tensor:
     def _from_op(cls, op, inputs, attrs, shape, dtype):
         """Build a new pending node from Tensor inputs (used by every op module); records autograd."""
         dt = dtype.np if type(dtype) is dtypes.DType else dtypes.as_dtype(dtype).np
-        if op not in _STORED_AS_IS and (dt in dtypes.STORAGE_NP or any(
+        if dtypes.storage_in_use and op not in _STORED_AS_IS and (dt in dtypes.STORAGE_NP or any(
                 t._node.dtype in dtypes.STORAGE_NP for t in inputs)):
             return cls._widened(op, inputs, attrs, shape, dt)
         out = cls(Node(op, [t._node for t in inputs], attrs, shape, dt))
