@@ -83,6 +83,7 @@ def _expm1(z):
     re = np.expm1(x) * np.cos(y) - 2.0 * np.sin(y / 2) ** 2
     im = np.exp(x) * np.sin(y)
     im = np.where(y == 0, y, im)  # a real argument keeps an exact zero imaginary part
+    re = np.where((x == 0) & (y == 0), 0.0, re)  # e^(+-0) - 1 is +0, as 1 - 1 is
     neg_inf, pos_inf = np.isneginf(x), np.isposinf(x)
     re = np.where(neg_inf, -1.0, np.where(pos_inf & ~np.isfinite(y), np.inf, re))
     im = np.where(neg_inf, np.where(np.isfinite(y), np.copysign(0.0, np.sin(y)), 0.0), im)
