@@ -67,9 +67,12 @@ def test_float_index_tensor_is_a_type_error():
         lt.ones(3, 2).gather(0, lt.tensor([[0.0]]))
 
 
-def test_bool_mask_indexing_points_to_where_and_masked_fill():
+def test_a_bool_mask_read_selects_as_numpy_and_a_bool_index_elsewhere_points_to_masked_fill():
+    assert lt.tensor([1.0, 2.0, 3.0])[lt.tensor([True, False, True])].tolist() == [1.0, 3.0]
+    with pytest.raises(IndexError, match="does not match the dimensions"):
+        lt.ones(3)[lt.tensor([True, False])]
     with pytest.raises(TypeError, match="masked_fill"):
-        lt.ones(3)[lt.tensor([True, False, True])]
+        lt.ones(3).index_select(0, lt.tensor([True, False, True]))
 
 
 def test_ragged_nested_lists():
