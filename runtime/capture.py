@@ -14,7 +14,7 @@ import weakref
 
 import numpy as np
 
-from . import copies, counters, devices, launch_plan, parallel, rng, scheduler
+from . import copies, counters, devices, launch_plan, parallel, policy, rng, scheduler
 from .graph import Node
 from .locking import serialized
 from .policy import is_param
@@ -49,14 +49,16 @@ class Step:
     result slot, slots to drop after.
     A device kernel also keeps its launches and, for runtime/launch_plan.py, how its operands were
     passed when captured (`params`: 0-d host values as scalars), their shapes and dtypes, and whether
-    its result kept a host copy."""
+    its result kept a host copy, and `follow`: the device a constant followed its consumer to
+    (runtime/constants.py), which a replay places it on again."""
 
     __slots__ = ("kind", "backend", "what", "ins", "out", "drop", "stream", "launches", "params", "shapes",
-                 "dtypes", "host_copy")
+                 "dtypes", "host_copy", "follow")
 
     def __init__(self, kind, backend, what, ins, out, operands=()):
         self.kind, self.backend, self.what, self.ins, self.out = kind, backend, what, ins, out
         self.drop, self.stream = (), None
+        self.follow = policy.followed(what) if kind == "node" else None
         on_device = kind in ("node", "device_group") and not backend.is_host
         self.launches = backend.last_launches() if on_device and kind == "node" else None
         self.params = tuple(is_param(b) for b in operands) if on_device else ()
@@ -290,6 +292,15 @@ def _host_value(array):
     return Buffer(-1, "data", array.shape, array.dtype).set_host_result(array, True)
 
 
+def _execute_node(step, what, operands, backend, chain):
+    if step.launches is not None:
+        backend.reuse_launches(what, step.launches)
+    elif not backend.is_host and not backend.accepts(what, operands):  # plans from these values
+        return scheduler.run_down_chain(what, operands, chain[1:])
+    buf = scheduler.run_node(what, operands, backend)
+    return buf if buf is not None else scheduler.run_down_chain(what, operands, chain[1:])
+
+
 def _execute(step, operands, stream0, chain):
     kind, backend, what = step.kind, step.backend, step.what
     if kind == "view":
@@ -302,12 +313,10 @@ def _execute(step, operands, stream0, chain):
         if step.stream is not None:
             what = template(what)
             what.attrs = {**what.attrs, "seed": rng.DEFAULT.seed, "stream": stream0 + step.stream}
-        if step.launches is not None:
-            backend.reuse_launches(what, step.launches)
-        elif not backend.is_host and not backend.accepts(what, operands):  # plans from these values
-            return scheduler.run_down_chain(what, operands, chain[1:])
-        buf = scheduler.run_node(what, operands, backend)
-        return buf if buf is not None else scheduler.run_down_chain(what, operands, chain[1:])
+        if step.follow is not None:
+            with policy.following(what, step.follow):
+                return _execute_node(step, what, operands, backend, chain)
+        return _execute_node(step, what, operands, backend, chain)
     if kind == "host_group":
         buf = scheduler.fused_on_host(what, operands, backend)
     else:

@@ -86,6 +86,11 @@ def placement(node):
     return forced if forced is not None else _following.get(node.id)
 
 
+def followed(node):
+    """The device `node` is placed on because it follows its consumer there now, or None."""
+    return _following.get(node.id)
+
+
 @contextlib.contextmanager
 def following(node, device_name):
     """Place `node` on device `device_name` while it is computed (a device with no kernel for it

@@ -109,3 +109,15 @@ def test_a_mean_gradient_built_from_a_0d_seed_is_made_on_the_device(virtual, rng
     (w * w).mean().backward()  # the seed is a 0-d fill, expanded and divided by 64: one constant chain
     np.testing.assert_allclose(w.grad.numpy(), 2 * w.numpy() / 64, rtol=1e-6)
     assert _uploads() == []
+
+
+@pytest.mark.parametrize("device", ["virtual", "cuda"])
+def test_a_compiled_step_makes_its_mask_on_the_device_at_every_replay(device, virtual, cuda_device, rng):
+    (virtual if device == "virtual" else cuda_device)(offload="policy")
+    att = _on_device_only(_scores(rng), device)
+    step = lt.jit(lambda a: _masked_softmax_sum(a * 1.0))
+    expected = _expected(_scores(np.random.default_rng(1234)))
+    for _ in range(4):  # the eager call, the capture, then replays
+        lt.clear_transfer_log()
+        assert step(att).item() == pytest.approx(expected, rel=1e-6)
+        assert [(r.direction, r.reason) for r in lt.transfer_log()] == [("d2h", "host-read:item")]
