@@ -49,7 +49,7 @@ class Step:
     result slot, slots to drop after.
     A device kernel also keeps its launches and, for runtime/launch_plan.py, how its operands were
     passed when captured (`params`: 0-d host values as scalars), their shapes and dtypes, and whether
-    its result kept a host copy, and `follow`: the device a constant followed its consumer to
+    its result kept a host copy, and `follow`: the device a constant followed its consumer to and ran on
     (runtime/constants.py), which a replay places it on again."""
 
     __slots__ = ("kind", "backend", "what", "ins", "out", "drop", "stream", "launches", "params", "shapes",
@@ -58,7 +58,7 @@ class Step:
     def __init__(self, kind, backend, what, ins, out, operands=()):
         self.kind, self.backend, self.what, self.ins, self.out = kind, backend, what, ins, out
         self.drop, self.stream = (), None
-        self.follow = policy.followed(what) if kind == "node" else None
+        self.follow = policy.followed(what) if kind == "node" and not backend.is_host else None
         on_device = kind in ("node", "device_group") and not backend.is_host
         self.launches = backend.last_launches() if on_device and kind == "node" else None
         self.params = tuple(is_param(b) for b in operands) if on_device else ()
