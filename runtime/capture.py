@@ -293,7 +293,9 @@ def _host_value(array):
 
 
 def _execute_node(step, what, operands, backend, chain):
-    if step.launches is not None:
+    # Launches pass 0-d host operands by value: reusable only if each operand is passed as when captured
+    # (under a tight budget a producer may have run on the host then and on the device now, or back).
+    if step.launches is not None and all(is_param(b) == p for b, p in zip(operands, step.params)):
         backend.reuse_launches(what, step.launches)
     elif not backend.is_host and not backend.accepts(what, operands):  # plans from these values
         return scheduler.run_down_chain(what, operands, chain[1:])

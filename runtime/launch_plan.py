@@ -119,6 +119,13 @@ class LaunchPlan:
         steps, self.device, self.memory = program.steps, device, device.memory
         scratch = {}
         calls = {k: c for k, step in enumerate(steps) if (c := _calls(k, step, device, scratch)) is not None}
+        # A launch that took a value made inside the program as a scalar (a 0-d result that was on the
+        # host when captured: read, or evicted under a tight budget) runs through the executors, which
+        # read it when it exists; a prepared launch could only read values known before the replay.
+        produced = {step.out for step in steps}
+        calls = {k: c for k, c in calls.items()
+                 if not any(param and s in produced for s, param in zip(steps[k].ins, steps[k].params))}
+        scratch = {key: n for key, n in scratch.items() if key[1] in calls}
         keep = set(program.outputs)
         readers, as_value = collections.defaultdict(list), set()
         for k, step in enumerate(steps):
@@ -160,7 +167,6 @@ class LaunchPlan:
                         for k in calls if steps[k].stream is not None]
         self._internal_uses = sum(len(self._ptr_uses[s]) for s in internal if s not in scratch)
         used = (set(self._ptr_uses) | set(self._value_uses)) - set(scratch)
-        produced = {step.out for step in steps}
         # Values from outside the program (bound, dynamic, constants) that prepared launches use.
         self._inputs = [s for s in sorted(used) if s not in produced]
         self._actions = []
