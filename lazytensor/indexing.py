@@ -84,7 +84,9 @@ def _mask_value(k):
     """The host value of a boolean mask index (read from the device if need be), or None."""
     if isinstance(k, Tensor) and k.dtype == dtypes.bool_:
         return hostio.host_array(k._node, "mask")
-    if isinstance(k, (np.ndarray, list)) and np.asarray(k).dtype == np.bool_:
+    if isinstance(k, np.ndarray) and k.dtype == np.bool_:
+        return k
+    if isinstance(k, list) and k and all(isinstance(v, (bool, np.bool_)) for v in k):
         return np.asarray(k)
     return None
 
@@ -107,7 +109,8 @@ def _masks_as_positions(x, key):
             raise IndexError("index: a 0-d boolean mask must be the whole index")
         start = sum(width[:i]) if ellipsis is None or i < ellipsis else x.ndim - sum(width[i:])
         dims = tuple(x.shape[start:start + m.ndim])
-        if len(dims) != m.ndim or not all(k in (n, 0) for n, k in zip(dims, m.shape)):  # size 0: selects nothing
+        # each mask dimension has the size it indexes, or 0 (which selects nothing)
+        if len(dims) != m.ndim or not all(size in (n, 0) for n, size in zip(dims, m.shape)):
             raise IndexError(f"index: a boolean mask of shape {m.shape} does not match the dimensions "
                              f"{dims} it indexes (from dimension {start})")
         out.extend(tensor(p) for p in np.nonzero(m))
