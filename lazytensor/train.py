@@ -52,7 +52,7 @@ def build(cfg, data):
     sizes = dict(CONFIGS[cfg.config])
     sizes.pop("batch_size")
     if cfg.model == "llama":
-        model = _LLAMA[0](data.vocab_size, sizes["n_layer"], sizes["n_head"], sizes["n_embd"], sizes["block_size"])
+        model = Llama(data.vocab_size, sizes["n_layer"], sizes["n_head"], sizes["n_embd"], sizes["block_size"])
         for p in model.parameters():  # GPT-2/Llama's init: with the embedding as the head, N(0, 1) rows
             if p.ndim >= 2:           # would start the logits hundreds of nats off
                 nn.init.normal_(p, 0.0, 0.02)
@@ -69,15 +69,15 @@ def build(cfg, data):
 
 
 # The Llama-style decoder written the way PyTorch users write it (RMSNorm, rotary embeddings, SwiGLU,
-# tied embeddings), made with this library: (model class, optimizer factory, step, sampler).
-_LLAMA = llama.make(lazytensor)
+# tied embeddings), made with this library; the trainer uses its own optimizer, schedule and step.
+Llama, _, _, llama_sample = llama.make(lazytensor)
 
 
 def generate(model, prompt, new_tokens, temperature=0.8):
     """`prompt` (1, T) extended by `new_tokens` sampled tokens, with either model's sampler."""
     if isinstance(model, GPT):
         return model.generate(prompt, new_tokens, temperature=temperature)
-    return _LLAMA[3](model, prompt, new_tokens, temperature=temperature, top_k=None)
+    return llama_sample(model, prompt, new_tokens, temperature=temperature, top_k=None)
 
 
 def evaluate(model, data, batch_size, block_size, iters, splits=("train", "val")):
