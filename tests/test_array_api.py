@@ -343,3 +343,12 @@ def test_info_lists_devices_default_dtypes_and_capabilities():
                                      "integral": xp.int64, "indexing": xp.int64}
     assert set(info.dtypes(kind="complex floating").values()) == {xp.complex64, xp.complex128}
     assert info.capabilities()["boolean indexing"] and info.default_device() == "cpu"
+
+
+def test_an_array_made_for_a_device_reports_it_whatever_its_residency(virtual):
+    virtual()
+    on_cpu, default, on_device = (xp.asarray([1.0], device="cpu"), xp.asarray([1.0]),
+                                  xp.asarray([1.0], device="virtual"))
+    assert (on_cpu.device, default.device, on_device.device) == ("cpu", "virtual", "virtual")
+    assert on_cpu.residency is lt.Residency.HOST and on_device.residency is lt.Residency.BOTH
+    assert (default + 1.0).device == "virtual"  # computed on the host by the policy, still the device's

@@ -24,7 +24,7 @@ def _shape(shape):
 
 
 def _placed(t, device):
-    return t if device is None or device == "cpu" else t.to_device(device)
+    return t if device is None else t.to_device(device)
 
 
 def _python_kind(obj):
