@@ -295,6 +295,17 @@ def index_add(x, dim, index, source, *, alpha=1):
     return x + (added if alpha == 1 else added * alpha)
 
 
+def _scatter_source(op, x, d, index, src):
+    """The part of `src` a scatter along dim `d` reads (index's shape), after PyTorch's checks: index
+    has x's dims, is no larger than src (nor than x off `d`), and its known values are in range."""
+    if not index.ndim == src.ndim == x.ndim or any(
+            index.shape[k] > src.shape[k] or (k != d and index.shape[k] > x.shape[k]) for k in range(x.ndim)):
+        raise ValueError(f"{op}: index {index.shape} must have the dims of x {x.shape} and src "
+                         f"{src.shape} and be no larger than src (nor than x off dim {d})")
+    _check_known_bounds(op, index, x.shape[d], d, negative=False)
+    return src if src.shape == index.shape else src[tuple(slice(0, n) for n in index.shape)]
+
+
 def scatter(x, dim, index, src=None, *, value=None, reduce=None):
     """PyTorch's scatter: x with `src` (a tensor of x's dtype, or a Python number `value`) written at
     `index` along `dim`; for dim 0, out[index[i][j]][j] = src[i][j]. Where positions repeat, the last
@@ -312,13 +323,7 @@ def scatter(x, dim, index, src=None, *, value=None, reduce=None):
         src = full(index.shape, value if src is None else src, dtype=x.dtype)
     elif src.dtype != x.dtype:
         raise TypeError(f"scatter: src has dtype {src.dtype} but x has {x.dtype}; cast it with src.to(x.dtype)")
-    if not index.ndim == src.ndim == x.ndim or any(
-            index.shape[k] > src.shape[k] or (k != d and index.shape[k] > x.shape[k]) for k in range(x.ndim)):
-        raise ValueError(f"scatter: index {index.shape} must have the dims of x {x.shape} and src "
-                         f"{src.shape} and be no larger than src (nor than x off dim {d})")
-    _check_known_bounds("scatter", index, x.shape[d], d, negative=False)
-    if src.shape != index.shape:
-        src = src[tuple(slice(0, n) for n in index.shape)]
+    src = _scatter_source("scatter", x, d, index, src)
     return Tensor._from_op("scatter_along", (x, src, index), {"axis": d}, x.shape, x.dtype)
 
 
@@ -327,12 +332,6 @@ def scatter_add(x, dim, index, src):
     index has x's number of dims and is no larger than src (or than x off `dim`)."""
     index = _as_index("scatter_add", index)
     d = normalize_axis("scatter_add", dim, x.ndim)
-    if not index.ndim == src.ndim == x.ndim or any(
-            index.shape[k] > src.shape[k] or (k != d and index.shape[k] > x.shape[k]) for k in range(x.ndim)):
-        raise ValueError(f"scatter_add: index {index.shape} must have the dims of x {x.shape} and src "
-                         f"{src.shape} and be no larger than src (nor than x off dim {d})")
-    _check_known_bounds("scatter_add", index, x.shape[d], d, negative=False)
-    if src.shape != index.shape:
-        src = src[tuple(slice(0, n) for n in index.shape)]
+    src = _scatter_source("scatter_add", x, d, index, src)
     added = Tensor._from_op("scatter_take_along", (src, index), {"axis": d, "shape": x.shape}, x.shape, src.dtype)
     return x + added

@@ -31,7 +31,7 @@ def reduce(op, x, axes, keepdims, out_dtype, **extra):
     return Tensor._from_op(op, (x,), attrs, shape, out_dtype)
 
 
-def _accumulating_dtype(x):
+def accumulating_dtype(x):
     """Floats and complex keep their dtype; signed integers and bools give int64 (PyTorch's rule),
     unsigned ones uint64."""
     if x.dtype.is_floating_point or x.dtype.is_complex:
@@ -46,12 +46,12 @@ def _mean_dtype(x):
 def sum(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
     """Sum over `dim` (all if None); floats fold left to right in float64; ints and bools give int64."""
     d, k = _pick("sum", dim, axis, keepdim, keepdims)
-    return reduce("sum", x, normalize_axes("sum", d, x.ndim), k, _accumulating_dtype(x))
+    return reduce("sum", x, normalize_axes("sum", d, x.ndim), k, accumulating_dtype(x))
 
 
 def prod(x, dim=None, keepdim=None, *, axis=None, keepdims=None):
     d, k = _pick("prod", dim, axis, keepdim, keepdims)
-    return reduce("prod", x, normalize_axes("prod", d, x.ndim), k, _accumulating_dtype(x))
+    return reduce("prod", x, normalize_axes("prod", d, x.ndim), k, accumulating_dtype(x))
 
 
 def mean(x, dim=None, keepdim=None, *, axis=None, keepdims=None):

@@ -6,7 +6,7 @@ A model that builds its mask or positions in every forward (the PyTorch habit) w
 them once per layer per step. Only when the consumer's turn comes is it known where the consumer's
 operands live, so such nodes are skipped in the realization order and computed just before it.
 """
-from .graph import pending_order
+from .graph import Node, pending_order
 from .policy import placement
 
 FILLS = frozenset({"full", "arange", "linspace", "eye"})
@@ -35,6 +35,13 @@ def _host_scalar(node):
     """A realized 0-d value on the host (a Python number's tensor): a kernel parameter, so a constant."""
     buf = node.buffer
     return buf is not None and not node.shape and buf.on_host
+
+
+def consumed(node, group):
+    """What a kernel reads: the node's inputs, or its fused group's inputs and 0-d operand nodes."""
+    if group is None:
+        return node.inputs
+    return group.inputs + [p for p in group.params if isinstance(p, Node)]
 
 
 def due(inputs, deferred):

@@ -120,8 +120,8 @@ def plan(roots):
         if id(node) in absorbed or node in deferred:
             continue
         group = groups.get(node)
-        inputs = node.inputs if group is None else group.inputs + [p for p in group.params if isinstance(p, Node)]
         if deferred:
+            inputs = constants.consumed(node, group)
             planner.constants(constants.due(inputs, deferred), inputs)
         if group is None:
             planner.node(node)

@@ -49,9 +49,8 @@ def _realize(order, roots):
         if id(node) in absorbed or node in deferred:
             continue  # computed inside its group's kernel, or where its first consumer runs
         group = groups.pop(node, None)
-        inputs = node.inputs if group is None else group.inputs + [p for p in group.params if isinstance(p, Node)]
         if deferred:
-            kernels += _constants_for(inputs, deferred, chain)
+            kernels += _constants_for(constants.consumed(node, group), deferred, chain)
         node.buffer = _run_group(group, fuser, chain) if group is not None else _run(node, chain)
         node.inputs = ()
         kernels += 1

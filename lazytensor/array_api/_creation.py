@@ -9,8 +9,9 @@ from .. import creation, dtypes, indexing, shape_ops
 from ..tensor import Tensor
 from ._dtypes import astype, copy_of
 
-_PYTHON_DEFAULTS = ((bool, dtypes.bool_), (int, dtypes.int64), (float, dtypes.DEFAULT_FLOAT),
-                    (complex, dtypes.DEFAULT_COMPLEX))
+# The dtype a Python number's kind gives (the namespace's defaults).
+_PYTHON_DEFAULTS = {bool: dtypes.bool_, int: dtypes.int64, float: dtypes.DEFAULT_FLOAT,
+                    complex: dtypes.DEFAULT_COMPLEX}
 
 
 def _dtype(dtype):
@@ -30,7 +31,7 @@ def _placed(t, device):
 def _python_kind(obj):
     """The widest Python number type in `obj` (bool < int < float < complex; float for an empty
     sequence), or None when it holds anything else (NumPy scalars and arrays keep their dtype)."""
-    order = (bool, int, float, complex)
+    order = tuple(_PYTHON_DEFAULTS)  # bool < int < float < complex
     widest, stack = -1, [obj]
     while stack:
         item = stack.pop()
@@ -59,7 +60,7 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
     if dt is None:
         kind = _python_kind(obj)
         if kind is not None:
-            dt = dict(_PYTHON_DEFAULTS)[kind]
+            dt = _PYTHON_DEFAULTS[kind]
     if isinstance(obj, (list, tuple)) and any(isinstance(v, Tensor) for v in obj):
         return _placed(shape_ops.stack([asarray(v, dtype=dt) for v in obj]), device)
     arr = np.asarray(obj) if dt is None else np.asarray(obj, dtype=dt.np)
@@ -100,8 +101,7 @@ def ones(shape, *, dtype=None, device=None):
 def full(shape, fill_value, *, dtype=None, device=None):
     dt = _dtype(dtype)
     if dt is None:
-        dt = dict(_PYTHON_DEFAULTS)[type(fill_value) if type(fill_value) in (bool, int, float, complex)
-                                    else float]
+        dt = _PYTHON_DEFAULTS.get(type(fill_value), dtypes.DEFAULT_FLOAT)
     return creation.full(_shape(shape), fill_value, dtype=dt, device=device)
 
 

@@ -58,9 +58,7 @@ def _cumulative(op, x, axis, dtype, include_initial):
     if x.ndim == 0:
         raise ValueError(f"cumulative_{op}: needs an array of at least one dimension")
     axis = normalize_axis(f"cumulative_{op}", axis, x.ndim)
-    dt = as_dtype(dtype) if dtype is not None else (
-        x.dtype if x.dtype.is_floating_point or x.dtype.is_complex
-        else dtypes.uint64 if x.dtype.np.kind == "u" else dtypes.int64)
+    dt = as_dtype(dtype) if dtype is not None else reductions.accumulating_dtype(x)
     scan = sorting.cumsum if op == "sum" else sorting.cumprod
     out = scan(x, axis, dtype=dt)
     if include_initial:

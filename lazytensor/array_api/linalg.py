@@ -86,15 +86,19 @@ def matrix_power(x, n, /):
     return host_call(np.linalg.matrix_power, (_square(x, "matrix_power"),), x.shape, x.dtype, n=n)
 
 
+def _with_rtol(fn, x, rtol, shape, dtype):
+    """fn(x, rtol=rtol) as a lazy host call; an array rtol is an operand of the node, a number an attr."""
+    if hasattr(rtol, "shape"):
+        return host_call(_call_with_rtol, (x, rtol), shape, dtype, fn=fn)
+    return host_call(fn, (x,), shape, dtype, **({} if rtol is None else {"rtol": rtol}))
+
+
+def _call_with_rtol(x, rtol, fn):
+    return fn(x, rtol=rtol)
+
+
 def matrix_rank(x, /, *, rtol=None):
-    args = (_floating(x, "matrix_rank"),) + ((rtol,) if hasattr(rtol, "shape") else ())
-    kwargs = {} if rtol is None or hasattr(rtol, "shape") else {"rtol": rtol}
-    fn = _rank_with_array_rtol if hasattr(rtol, "shape") else np.linalg.matrix_rank
-    return host_call(fn, args, x.shape[:-2], dtypes.int64, **kwargs)
-
-
-def _rank_with_array_rtol(x, rtol):
-    return np.linalg.matrix_rank(x, rtol=rtol)
+    return _with_rtol(np.linalg.matrix_rank, _floating(x, "matrix_rank"), rtol, x.shape[:-2], dtypes.int64)
 
 
 def matrix_transpose(x, /):
@@ -108,15 +112,8 @@ def outer(x1, x2, /):
 
 
 def pinv(x, /, *, rtol=None):
-    _floating(x, "pinv")
     shape = x.shape[:-2] + (x.shape[-1], x.shape[-2])
-    if hasattr(rtol, "shape"):
-        return host_call(_pinv_with_array_rtol, (x, rtol), shape, x.dtype)
-    return host_call(np.linalg.pinv, (x,), shape, x.dtype, **({} if rtol is None else {"rtol": rtol}))
-
-
-def _pinv_with_array_rtol(x, rtol):
-    return np.linalg.pinv(x, rtol=rtol)
+    return _with_rtol(np.linalg.pinv, _floating(x, "pinv"), rtol, shape, x.dtype)
 
 
 def qr(x, /, *, mode="reduced"):
