@@ -65,9 +65,11 @@ def num_threads():
 
 
 def worth_splitting(nodes):
-    """Whether the results of `nodes` are big enough to split between threads (MIN_SPLIT elements on
-    average)."""
-    return sum(n.size for n in nodes) >= MIN_SPLIT * len(nodes)
+    """Whether any result of `nodes` is big enough to split between threads (MIN_SPLIT elements). The
+    pieces decide per kernel (`ranges`): the small kernels of a run stay whole. An average over the
+    run, the earlier rule, left a training step of many small kernels and a few big ones unsplit: 60
+    ms per tiny step at 2 threads instead of 48 (bench/RESULTS.md)."""
+    return any(n.size >= MIN_SPLIT for n in nodes)
 
 
 @contextlib.contextmanager
@@ -75,8 +77,8 @@ def kernels_session(nodes, worth=None):
     """Around a run of the kernels of `nodes` (or, where `worth` is given, kernels for which
     `worth_splitting` said so): with several threads and results big enough to split, OpenBLAS on one
     thread and our splits on (see above). Smaller kernels would spend more on hand-offs than they gain,
-    and OpenBLAS's own threads sync faster for small products (measured: bench/RESULTS.md), so a run of
-    them is left to OpenBLAS."""
+    and OpenBLAS's own threads sync faster for small float64 products (measured: bench/RESULTS.md), so
+    a run of only them is left to OpenBLAS."""
     if _state["depth"] or num_threads() == 1 or not (worth_splitting(nodes) if worth is None else worth):
         yield
         return

@@ -3,7 +3,9 @@ roundings and float64 left folds of kernels/reference/layer_norm.py, so the resu
 bit-identical to the reference (no transcendental: rsqrt is 1 / sqrt in float64).
 
 Arithmetic runs in the array's dtype (each float32 operation is correctly rounded, as the
-reference's per-op rounding); a mean is the float64 fold divided by K, rounded once.
+reference's per-op rounding); a mean is the float64 fold divided by K, rounded once. Rows go in blocks
+of eight whose folds run side by side (each row's still in order): one fold alone waits on the
+latency of every addition.
 """
 import math
 
@@ -11,29 +13,32 @@ import numba as nb
 import numpy as np
 
 from .common import rounded, serial
+from .reduce import sum_rows
+
+
+_BLOCK = 8  # rows per block: reduce.sum_rows folds them side by side (each still in order)
 
 
 @nb.njit(cache=True, inline="always")
-def _mean(v, cell):
-    acc = np.float64(v[0])
-    for k in range(1, v.shape[0]):
-        acc += np.float64(v[k])
-    return rounded(acc / v.shape[0], cell)
+def _means(rows, totals, means, cell):
+    """means[i] = the float64 left fold of rows[i] divided by K, rounded to the rows' dtype."""
+    sum_rows(rows, totals)
+    for i in range(rows.shape[0]):
+        means[i] = rounded(totals[i] / rows.shape[1], cell)
 
 
 @nb.njit(cache=True, inline="always")
-def _centered_and_scale(xr, c, eps, cell):
-    """c = xr - mean(xr); returns r = rsqrt(mean(c * c) + eps) in the row's dtype. `c` is scratch for
-    c * c first (the fold reads it), then holds c."""
-    mu = _mean(xr, cell)
-    for k in range(xr.shape[0]):
-        d = xr[k] - mu
-        c[k] = d * d
-    var = _mean(c, cell)
-    for k in range(xr.shape[0]):
-        c[k] = xr[k] - mu
-    v = var + eps
-    return rounded(1.0 / math.sqrt(np.float64(v)), cell)
+def _scales(x, squares, totals, mu, r, eps, cell):
+    """mu = the rows' means, r = rsqrt(mean((x - mu)^2) + eps) in the rows' dtype; `squares` is scratch."""
+    _means(x, totals, mu, cell)
+    for i in range(x.shape[0]):
+        for k in range(x.shape[1]):
+            d = x[i, k] - mu[i]
+            squares[i, k] = d * d
+    _means(squares, totals, r, cell)
+    for i in range(x.shape[0]):
+        v = r[i] + eps
+        r[i] = rounded(1.0 / math.sqrt(np.float64(v)), cell)
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy")
@@ -41,11 +46,15 @@ def layer_norm_rows(x, out, eps_cell):
     """out = layer_norm of each row of x; eps_cell: eps as a one-element array of x's dtype."""
     cell = np.empty(1, x.dtype)
     eps = eps_cell[0]
-    for m in range(x.shape[0]):
-        row = out[m]
-        r = _centered_and_scale(x[m], row, eps, cell)
-        for k in range(x.shape[1]):
-            row[k] = row[k] * r
+    totals = np.empty(_BLOCK, np.float64)
+    mu, r = np.empty(_BLOCK, x.dtype), np.empty(_BLOCK, x.dtype)
+    for lo in range(0, x.shape[0], _BLOCK):
+        hi = min(lo + _BLOCK, x.shape[0])
+        xb, ob = x[lo:hi], out[lo:hi]
+        _scales(xb, ob, totals, mu, r, eps, cell)
+        for i in range(hi - lo):
+            for k in range(x.shape[1]):
+                ob[i, k] = (xb[i, k] - mu[i]) * r[i]
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy")
@@ -53,17 +62,23 @@ def layer_norm_grad_rows(x, g, out, eps_cell):
     """out = ((g - mean(g)) - xhat * mean(g * xhat)) * r per row (g = dL/dxhat)."""
     cell = np.empty(1, x.dtype)
     eps = eps_cell[0]
-    xhat = np.empty(x.shape[1], x.dtype)
-    for m in range(x.shape[0]):
-        row, gr = out[m], g[m]
-        r = _centered_and_scale(x[m], xhat, eps, cell)
-        for k in range(x.shape[1]):
-            xhat[k] = xhat[k] * r
-            row[k] = gr[k] * xhat[k]
-        b = _mean(row, cell)
-        a = _mean(gr, cell)
-        for k in range(x.shape[1]):
-            row[k] = ((gr[k] - a) - xhat[k] * b) * r
+    totals = np.empty(_BLOCK, np.float64)
+    mu, r = np.empty(_BLOCK, x.dtype), np.empty(_BLOCK, x.dtype)
+    a, b = np.empty(_BLOCK, x.dtype), np.empty(_BLOCK, x.dtype)
+    xhat = np.empty((_BLOCK, x.shape[1]), x.dtype)
+    for lo in range(0, x.shape[0], _BLOCK):
+        hi = min(lo + _BLOCK, x.shape[0])
+        xb, gb, ob, xh = x[lo:hi], g[lo:hi], out[lo:hi], xhat[:hi - lo]
+        _scales(xb, xh, totals, mu, r, eps, cell)
+        for i in range(hi - lo):
+            for k in range(x.shape[1]):
+                xh[i, k] = (xb[i, k] - mu[i]) * r[i]
+                ob[i, k] = gb[i, k] * xh[i, k]
+        _means(ob, totals, b, cell)
+        _means(gb, totals, a, cell)
+        for i in range(hi - lo):
+            for k in range(x.shape[1]):
+                ob[i, k] = ((gb[i, k] - a[i]) - xh[i, k] * b[i]) * r[i]
 
 
 def run(op, axes, eps, arrays, dtype, split=serial):

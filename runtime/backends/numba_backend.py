@@ -1,9 +1,11 @@
 """The numba backend: compiled CPU kernels for the ops where NumPy is slow.
 
-With more than one CPU thread (runtime/parallel.py), the kernels split their rows between threads
-and it also takes the large float matrix products, cut by rows (or batch) into one BLAS call per
-thread, since OpenBLAS is then held to one thread (numba's own prange fought OpenBLAS's spinning
-threads and made a 2-thread step six times slower, bench/RESULTS.md).
+It takes float32 products under 2^25 multiply-adds with a rank-2 right operand and runs them in
+BLIS (kernels/cpu/gemm.py: OpenBLAS is slow and erratic at those sizes). With more than one CPU
+thread (runtime/parallel.py), the kernels split their rows between threads and it also takes the
+large float matrix products, cut by rows (or batch) into one BLAS call per thread, since OpenBLAS is
+then held to one thread (numba's own prange fought OpenBLAS's spinning threads and made a 2-thread
+step six times slower, bench/RESULTS.md).
 
 From `MIN_ELEMENTS` up it accepts float32/float64 sum/mean/var/std reductions (bit-identical to the
 reference: the same folds, blocked ones included), amax/amin (bit-identical: exact; a zero or NaN result defers to
@@ -19,6 +21,7 @@ everything else goes on down the chain to the NumPy backend.
 import numpy as np
 
 from ...kernels.cpu import fused as cpu_fused
+from ...kernels.cpu import gemm
 from ...kernels.cpu import index as cpu_index
 from ...kernels.cpu import layer_norm as cpu_layer_norm
 from ...kernels.cpu import optim as cpu_optim
@@ -45,25 +48,41 @@ def _count(shape, axes):
     return n
 
 
-def _splittable_matmul(node, operands):
-    """Float products worth splitting whose rows (a stacked activation under a rank-2 weight, or equal
-    batches) can be cut into independent pieces."""
+def _matmul_operands_fit(node, operands):
+    """Float products whose rows (a stacked activation under a rank-2 weight, or equal batches) can be
+    cut into independent pieces."""
     a, b = operands
     if node.dtype not in _FLOATS or a.dtype != node.dtype or b.dtype != node.dtype or node.size == 0:
         return False
-    if len(a.shape) < 2 or len(b.shape) < 2 or a.shape[-1] * node.size < 4 * parallel.MIN_SPLIT:
+    if len(a.shape) < 2 or len(b.shape) < 2:
         return False
     return len(b.shape) == 2 or tuple(a.shape[:-2]) == tuple(b.shape[:-2])
 
 
+def _blis_matmul(node, operands):
+    """A product with a rank-2 right operand that BLIS computes faster than NumPy (kernels/cpu/gemm.py)."""
+    a, b = operands
+    return len(b.shape) == 2 and gemm.prefers_blis(node.size // b.shape[-1], a.shape[-1], b.shape[-1], node.dtype)
+
+
+def _accepts_matmul(node, operands):
+    if not _matmul_operands_fit(node, operands):
+        return False
+    if _blis_matmul(node, operands):
+        return True
+    return parallel.splitting() and operands[0].shape[-1] * node.size >= 4 * parallel.MIN_SPLIT
+
+
 def _split_matmul(node, a, b):
-    """np.matmul in pieces of rows (or of the batch), one BLAS call per thread (BLAS itself on one
-    thread: runtime/parallel.py). The same products as the reference, possibly rounded differently
-    where BLAS picks another kernel for a smaller piece (matmul is in the tolerance class)."""
+    """The product in pieces of rows (or of the batch), one BLAS call per thread (BLAS itself on one
+    thread: runtime/parallel.py); BLIS's where kernels/cpu/gemm.py prefers it, else np.matmul. The
+    same products as the reference, possibly rounded differently (another BLAS, or another kernel
+    for a smaller piece: matmul is in the tolerance class)."""
     out = np.empty(node.shape, node.dtype)
     if len(b.shape) == 2:
         rows, dest = a.reshape(-1, a.shape[-1]), out.reshape(-1, out.shape[-1])
-        parallel.split(lambda lo, hi: np.matmul(rows[lo:hi], b, out=dest[lo:hi]), rows.shape[0],
+        product = gemm.matmul_into if _blis_matmul(node, (a, b)) else np.matmul
+        parallel.split(lambda lo, hi: product(rows[lo:hi], b, out=dest[lo:hi]), rows.shape[0],
                        a.shape[-1] * b.shape[-1])
     else:
         a3, b3 = a.reshape((-1,) + a.shape[-2:]), b.reshape((-1,) + b.shape[-2:])
@@ -86,7 +105,7 @@ class NumbaBackend(HostBackend):
         if node.op in _RANDOM:
             return node.size >= MIN_ELEMENTS
         if node.op == "matmul":
-            return parallel.splitting() and _splittable_matmul(node, operands)
+            return _accepts_matmul(node, operands)
         if node.op == "adamw":
             return node.dtype in _FLOATS and all(b.dtype in _FLOATS for b in operands)
         if node.op == "sum_of_squares":
