@@ -291,7 +291,7 @@ def test_sum_of_squares_is_bit_identical_to_the_reference(shapes, dtype):
     assert got.dtype == want.dtype and got.shape == () and got.tobytes() == want.tobytes()
 
 
-needs_blis = pytest.mark.skipif(not gemm.prefers_blis(1, 1, 1, np.dtype(np.float32)),
+needs_blis = pytest.mark.skipif(not gemm.prefers_blis(64, 64, 64, np.dtype(np.float32)),
                                 reason="the blis package is not installed")
 
 
@@ -312,9 +312,10 @@ def test_float32_products_below_the_blis_bound_run_in_blis_within_the_matmul_tol
 
 @needs_blis
 @pytest.mark.parametrize("shape_a,shape_b,dtype", [((4096, 128), (128, 512), np.float32),   # 2^28 multiply-adds
+                                                   ((32, 64), (64, 64), np.float32),        # 2^17
                                                    ((1024, 64), (64, 256), np.float64),
                                                    ((8, 64, 64), (8, 64, 64), np.float32)],  # batched
-                         ids=["from-the-bound-up", "float64", "batched"])
+                         ids=["from-the-upper-bound-up", "below-the-lower-bound", "float64", "batched"])
 def test_other_products_stay_with_numpy_on_one_thread(shape_a, shape_b, dtype, rng):
     lt.set_device("cpu")
     lt.set_num_threads(1)

@@ -4,8 +4,9 @@ On the training step's products (a dimension of 64-256, the other of ~1000; unde
 OpenBLAS's float32 speed moves between 13 and 43 GFLOP/s with the operands' layout and address, and
 its weight-gradient products (a transposed operand, long inner dimension) stay at 14-20; BLIS's runs at
 33-40 on all of them. From 2^25 multiply-adds up the two are alike and NumPy keeps them
-(bench/RESULTS.md). The products are the same sums in another order: matmul is in the tolerance class.
-Without the `blis` package every product stays with NumPy.
+(bench/RESULTS.md); below 2^18 (a 64 x 64 x 64 product) BLIS's call costs more than it saves (~10 us
+against NumPy's ~3), so NumPy keeps those too. The products are the same sums in another order: matmul
+is in the tolerance class. Without the `blis` package every product stays with NumPy.
 """
 import numpy as np
 
@@ -14,13 +15,13 @@ try:
 except ImportError:  # an install without the wheel: NumPy computes every product
     _blis_gemm = None
 
-MAX_MACS = 1 << 25
+MIN_MACS, MAX_MACS = 1 << 18, 1 << 25
 _F32 = np.dtype(np.float32)
 
 
 def prefers_blis(m, k, n, dtype):
-    """Whether an (m, k) @ (k, n) product of `dtype` goes to BLIS (float32, non-empty, under MAX_MACS)."""
-    return _blis_gemm is not None and dtype == _F32 and 0 < m * k * n < MAX_MACS
+    """Whether an (m, k) @ (k, n) product of `dtype` goes to BLIS (float32, MIN_MACS <= m k n < MAX_MACS)."""
+    return _blis_gemm is not None and dtype == _F32 and MIN_MACS <= m * k * n < MAX_MACS
 
 
 def _operand(a):
