@@ -67,8 +67,8 @@ def num_threads():
 def worth_splitting(nodes):
     """Whether any result of `nodes` is big enough to split between threads (MIN_SPLIT elements). The
     pieces decide per kernel (`ranges`): the small kernels of a run stay whole. An average over the
-    run, the earlier rule, left a training step of many small kernels and a few big ones unsplit: 60
-    ms per tiny step at 2 threads instead of 48 (bench/RESULTS.md)."""
+    run, the earlier rule, left a training step of many small kernels and a few big ones unsplit (a
+    replayed tiny step at 2 threads: 60.6 ms instead of 48.4, bench/RESULTS.md)."""
     return any(n.size >= MIN_SPLIT for n in nodes)
 
 

@@ -87,8 +87,8 @@ def test_erf_is_within_one_unit_of_the_reference_in_float32_and_float64():
         finite = np.isfinite(want)
         ulps = np.abs(want[finite].astype(np.float64) - got[finite]) / np.spacing(np.abs(want[finite]))
         assert ulps.max() <= 1.0
-        if dtype == np.float32:  # vectorizing: only the NaN compares unequal (every float32 in [0, 4.5]: 3 of 1.08e9 differ)
-            assert np.count_nonzero(got != want) <= 5
+        if dtype == np.float32:  # the vectorizing form: only the NaN compares unequal here
+            assert np.count_nonzero(got != want) <= 5  # (every float32 in [0, 4.5]: 3 of 1.08e9 differ)
         assert np.isnan(got[-1]) and got[-2] == 1.0 and np.signbit(got[-3])
 
 

@@ -111,9 +111,10 @@ def exp_for_float32(x):
 
 
 # erf(x) / x as a polynomial in x^2 on [0, 1] whose constant is 2/sqrt(pi) (as the reference's near 0),
-# and log(erfc(t)) + t^2 as a polynomial in t - 2.5 on
-# [1, 4]: least-squares fits on Chebyshev nodes reweighted toward minimax (errors 2e-14 and 4e-13, so
-# that a result rarely lands across a float32 rounding boundary from the reference's). From 4 on, erfc(t) < 2^-25 (half a unit below 1): erf rounds to +-1 in float32.
+# and log(erfc(t)) + t^2 as a polynomial in t - 2.5 on [1, 4]: least-squares fits on Chebyshev nodes
+# reweighted toward minimax (errors 2e-14 and 4e-13, so that a result rarely lands across a float32
+# rounding boundary from the reference's). From 4 on, erfc(t) < 2^-25 (half a unit below 1): erf
+# rounds to +-1 in float32.
 _ERF_SMALL = np.array([-1.0509065581802007e-07, 1.5325031822535695e-06, -1.4798690800737862e-05,
                       0.00012046652476139074, -0.0008547958483952119, 0.0052239681341929274,
                       -0.02686616925885389, 0.11283791661013187, -0.37612638902937984, 1.1283791670955126])
