@@ -110,7 +110,10 @@ def as_dtype(spec):
 
 def from_np(np_dtype):
     """The DType for a NumPy dtype the engine produced (always one of ALL)."""
-    return _note_storage(_BY_NP[np.dtype(np_dtype)])
+    dt = _BY_NP.get(np_dtype)  # a np.dtype (what nodes hold) hits at once; a scalar type is converted
+    if dt is None:
+        dt = _BY_NP[np.dtype(np_dtype)]
+    return dt if dt.np not in STORAGE_NP else _note_storage(dt)
 
 
 def category(dtype):
