@@ -295,8 +295,17 @@ needs_blis = pytest.mark.skipif(not gemm.prefers_blis(64, 64, 64, np.dtype(np.fl
                                 reason="the blis package is not installed")
 
 
+@pytest.fixture
+def one_thread():
+    """lt.set_num_threads(1), the earlier setting restored afterwards (with more, big products split)."""
+    before = parallel._state["threads"]
+    lt.set_num_threads(1)
+    yield
+    parallel._state["threads"] = before
+
+
 @needs_blis
-def test_float32_products_below_the_blis_bound_run_in_blis_within_the_matmul_tolerance(rng):
+def test_float32_products_between_the_blis_bounds_run_in_blis_within_the_matmul_tolerance(rng):
     lt.set_device("cpu")
     x = rng.standard_normal((16, 64, 64)).astype(np.float32)   # activations
     w = rng.standard_normal((256, 64)).astype(np.float32)      # a Linear weight, (out, in)
@@ -316,27 +325,19 @@ def test_float32_products_below_the_blis_bound_run_in_blis_within_the_matmul_tol
                                                    ((1024, 64), (64, 256), np.float64),
                                                    ((8, 64, 64), (8, 64, 64), np.float32)],  # batched
                          ids=["from-the-upper-bound-up", "below-the-lower-bound", "float64", "batched"])
-def test_other_products_stay_with_numpy_on_one_thread(shape_a, shape_b, dtype, rng):
+def test_other_products_stay_with_numpy_on_one_thread(shape_a, shape_b, dtype, one_thread, rng):
     lt.set_device("cpu")
-    lt.set_num_threads(1)
-    try:
-        a, b = rng.standard_normal(shape_a).astype(dtype), rng.standard_normal(shape_b).astype(dtype)
-        with lt.profile() as p:
-            (lt.tensor(a) @ lt.tensor(b)).numpy()
-    finally:
-        parallel._state["threads"] = None
+    a, b = rng.standard_normal(shape_a).astype(dtype), rng.standard_normal(shape_b).astype(dtype)
+    with lt.profile() as p:
+        (lt.tensor(a) @ lt.tensor(b)).numpy()
     assert [k.backend for k in p.kernels if k.op == "matmul"] == ["numpy"]
 
 
-def test_without_the_blis_package_every_product_stays_with_numpy(monkeypatch, rng):
+def test_without_the_blis_package_every_product_stays_with_numpy(monkeypatch, one_thread, rng):
     lt.set_device("cpu")
     monkeypatch.setattr(gemm, "_blis_gemm", None)
-    lt.set_num_threads(1)
-    try:
-        a, b = rng.standard_normal((1024, 64)).astype(np.float32), rng.standard_normal((64, 256)).astype(np.float32)
-        with lt.profile() as p:
-            got = (lt.tensor(a) @ lt.tensor(b)).numpy()
-    finally:
-        parallel._state["threads"] = None
+    a, b = rng.standard_normal((1024, 64)).astype(np.float32), rng.standard_normal((64, 256)).astype(np.float32)
+    with lt.profile() as p:
+        got = (lt.tensor(a) @ lt.tensor(b)).numpy()
     assert [k.backend for k in p.kernels if k.op == "matmul"] == ["numpy"]
     np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4)
