@@ -87,8 +87,8 @@ def test_erf_is_within_one_unit_of_the_reference_in_float32_and_float64():
         finite = np.isfinite(want)
         ulps = np.abs(want[finite].astype(np.float64) - got[finite]) / np.spacing(np.abs(want[finite]))
         assert ulps.max() <= 1.0
-        if dtype == np.float32:  # float32 arithmetic: measured 11,669 of these 220,004 differ by one unit
-            assert np.count_nonzero(got != want) <= 0.06 * got.size
+        if dtype == np.float32:  # the vectorizing form: only the NaN compares unequal here
+            assert np.count_nonzero(got != want) <= 5  # (every float32 in [0, 4.5]: 3 of 1.08e9 differ)
         assert np.isnan(got[-1]) and got[-2] == 1.0 and np.signbit(got[-3])
 
 
@@ -140,13 +140,13 @@ def _every_kth_float32(lo, hi, k):
     return bits.view(np.float32)
 
 
-def test_the_vectorizing_erf_is_within_one_unit_on_an_even_sample_of_every_float32():
+def test_the_vectorizing_erf_rarely_differs_from_the_reference_on_an_even_sample_of_every_float32():
     from lazytensor.kernels.cpu.special import erf_for_float32
     x = _every_kth_float32(0.0, 4.5, 64)  # 16.9M values; 4.5 is past where erf rounds to 1
     x = np.concatenate([x, -x])
     units = _units_apart(_float32_through(erf_for_float32, x), KERNELS["erf"]({"dtype": np.dtype(np.float32)}, x))
     assert units.max() <= 1
-    assert (units > 0).mean() < 0.02  # measured: 1.51% here; every float32 in [0, 4.5]: 16,328,650 of 1.08e9
+    assert (units > 0).sum() <= 2  # every float32 in [0, 4.5] was measured: 3 of 1.08e9 differ by one unit
 
 
 def test_the_vectorizing_exp_rarely_differs_from_numpys_on_an_even_sample_of_every_float32():

@@ -3,9 +3,8 @@ branch-free exp and erf for results that are rounded to float32 (they vectorize;
 
 erf differs from the reference only in the exponential: libm's exp here, NumPy's there; both are
 within an ulp of exact, so results may differ in the last unit (measured in tests/test_numba_backend.py).
-The float32 forms are polynomials evaluated with FMA: exp's in float64 (its own rounding far below a
-float32 unit: it differs from the reference on 36 of 2.2e9 inputs), erf's in float32 arithmetic (2.8x
-faster; within one unit, differing on 1.5% of inputs).
+The float32 forms are polynomials evaluated with FMA, computed in float64 (so their own rounding stays
+far below a float32 unit).
 """
 import math
 
@@ -111,76 +110,33 @@ def exp_for_float32(x):
     return y if x == x else x
 
 
-@intrinsic
-def _fma32(typingctx, a, b, c):
-    """a * b + c in float32, rounded once (llvm.fma)."""
-    def codegen(context, builder, signature, args):
-        single = ir.FloatType()
-        fn = builder.module.declare_intrinsic("llvm.fma", [single], ir.FunctionType(single, [single] * 3))
-        return builder.call(fn, args)
-    return types.float32(types.float32, types.float32, types.float32), codegen
-
-
-@intrinsic
-def _f32_from_bits(typingctx, bits):
-    """The float32 whose IEEE bits are the int32 `bits`."""
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.FloatType())
-    return types.float32(types.int32), codegen
-
-
-@nb.njit(cache=True, inline="always")
-def _polynomial32(x, c):
-    """_polynomial in float32 arithmetic (float32 `x` and coefficients)."""
-    x2 = x * x
-    n = c.shape[0]
-    high, low = c[0], c[1]
-    for i in range(2, n, 2):
-        high = _fma32(high, x2, c[i])
-        if i + 1 < n:
-            low = _fma32(low, x2, c[i + 1])
-    return _fma32(high, x, low) if n % 2 == 0 else _fma32(low, x, high)
-
-
-# erf(x) / x - 1 as a polynomial in x^2 on [0, 1], and log(erfc(t)) + t^2 as a polynomial in t - 2.5 on
-# [1, 4]: least-squares fits on Chebyshev nodes reweighted toward minimax (errors 1.2e-9 and 1.6e-9),
-# rounded to float32. From 4 on, erfc(t) < 2^-25 (half a unit below 1): erf rounds to +-1 in float32.
-_ERF_SMALL = np.array([7.889114931458607e-05, -0.000802083988673985, 0.005189535208046436,
-                      -0.026854444295167923, 0.11283600330352783, -0.3761262595653534, 0.12837916612625122], np.float32)
-_ERFC_LOG = np.array([-4.380770590728389e-08, -6.592392765014665e-08, 1.860486008808948e-06,
-                     -1.2975650861335453e-05, 7.690925849601626e-05, -0.00042070774361491203,
-                     0.002165550133213401, -0.010858165100216866, 0.05610625073313713, -0.3526807427406311,
-                     -1.556815266609192], np.float32)
-_EXP_TAYLOR32 = np.array([1.0 / math.factorial(n) for n in range(7, -1, -1)], np.float32)
-_LOG2E_32, _LN2_HI_32, _LN2_LO_32 = np.float32(_LOG2E), np.float32(0.693145751953125), np.float32(1.428606765330187e-06)
-
-
-@nb.njit(cache=True, inline="always")
-def _exp32_of_negative(x):
-    """exp(x) in float32 arithmetic for -18 < x < 0 (erfc's range here: no overflow, no subnormals)."""
-    k = np.floor(x * _LOG2E_32 + np.float32(0.5))
-    r = _fma32(k, -_LN2_HI_32, x)
-    r = _fma32(k, -_LN2_LO_32, r)
-    return _polynomial32(r, _EXP_TAYLOR32) * _f32_from_bits((np.int32(k) + np.int32(127)) << np.int32(23))
+# erf(x) / x as a polynomial in x^2 on [0, 1] whose constant is 2/sqrt(pi) (as the reference's near 0),
+# and log(erfc(t)) + t^2 as a polynomial in t - 2.5 on [1, 4]: least-squares fits on Chebyshev nodes
+# reweighted toward minimax (errors 2e-14 and 4e-13, so that a result rarely lands across a float32
+# rounding boundary from the reference's). From 4 on, erfc(t) < 2^-25 (half a unit below 1): erf
+# rounds to +-1 in float32.
+_ERF_SMALL = np.array([-1.0509065581802007e-07, 1.5325031822535695e-06, -1.4798690800737862e-05,
+                      0.00012046652476139074, -0.0008547958483952119, 0.0052239681341929274,
+                      -0.02686616925885389, 0.11283791661013187, -0.37612638902937984, 1.1283791670955126])
+_ERFC_LOG = np.array([-1.5896454288125422e-10, 1.003841102097938e-09, -3.550489260289922e-09,
+                     1.0434011940048709e-08, -1.2505665272104578e-08, -1.551635188365408e-07,
+                     1.7688485668561656e-06, -1.2756548711794117e-05, 7.703089410340518e-05,
+                     -0.0004209322377976831, 0.0021654768706563065, -0.010858072803955376,
+                     0.05610626647925596, -0.3526807509825566, -1.556815272727331])
 
 
 @nb.njit(cache=True, inline="always")
 def erf_for_float32(x):
-    """erf of a float32 value (passed widened to float64), computed in float32 arithmetic with FMA:
-    x + x * R(x^2) below 1, else +-(1 - exp(L(|x|) - x^2)) with x^2 carried in two parts; both
-    evaluated and one selected (no branch, no division, no call, so it vectorizes, eight lanes to a
-    vector). Checked on every float32 in [0, 4.5] (and so, by symmetry, in [-4.5, 0]): within one unit
-    of the reference everywhere, differing on 1.5% of inputs."""
-    xf = np.float32(x)
-    ax = abs(xf)
-    small = _fma32(xf, _polynomial32(xf * xf, _ERF_SMALL), xf)
-    t = min(max(ax, np.float32(1.0)), np.float32(4.0))
-    square = t * t
-    square_low = _fma32(t, t, -square)
-    large = np.float32(1.0) - _exp32_of_negative((_polynomial32(t - np.float32(2.5), _ERFC_LOG) - square) - square_low)
-    large = -large if xf < 0 else large
+    """erf(x) for results rounded to float32 (within one unit of the reference: every float32 in [0, 4.5]
+    was checked when the fits were made): x * P(x^2) below 1, else +-(1 - exp(L(|x|) - x^2)), both
+    polynomials, both evaluated and one selected (no branch, no division, no call, so it vectorizes)."""
+    ax = abs(x)
+    small = x * _polynomial(x * x, _ERF_SMALL)
+    t = min(max(ax, 1.0), 4.0)
+    large = 1.0 - exp_for_float32(_polynomial(t - 2.5, _ERFC_LOG) - t * t)
+    large = -large if x < 0.0 else large
     y = small if ax <= 1.0 else large
-    return y if xf == xf else xf
+    return y if x == x else x
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy")
