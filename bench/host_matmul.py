@@ -26,13 +26,14 @@ LAYERS = [(1024, 64, 192), (1024, 64, 256), (1024, 256, 64), (1024, 64, 64),
 PRODUCTS = ("forward x @ W.T", "weight gradient g.T @ x", "input gradient g @ W")
 
 
-def _operands(rows, n_in, n_out, product):
+def _operands(rows, n_in, n_out):
+    """The three products of one Linear layer, as {product: (a, b)} (C-ordered arrays and their views)."""
     import numpy as np
     rng = np.random.default_rng(0)
     x = rng.standard_normal((rows, n_in), dtype=np.float32)
     w = rng.standard_normal((n_out, n_in), dtype=np.float32)
     g = rng.standard_normal((rows, n_out), dtype=np.float32)
-    return {"forward x @ W.T": (x, w.T), "weight gradient g.T @ x": (g.T, x), "input gradient g @ W": (g, w)}[product]
+    return dict(zip(PRODUCTS, ((x, w.T), (g.T, x), (g, w))))
 
 
 def worker(contender, calls):
@@ -43,8 +44,7 @@ def worker(contender, calls):
     out = {}
     with threadpool_limits(1):
         for layer in LAYERS:
-            for product in PRODUCTS:
-                a, b = _operands(*layer, product)
+            for product, (a, b) in _operands(*layer).items():
                 dest = np.empty((a.shape[0], b.shape[1]), np.float32)
                 fn = (lambda: np.matmul(a, b, out=dest)) if contender == "numpy" else \
                     (lambda: gemm.matmul_into(a, b, dest))
