@@ -8,6 +8,7 @@ Two rows per config: the eager step, and the step wrapped in `lt.jit` (timed on 
 first, which lays out the launch plan: no graph, autograd, planning or lowering; prepared launches over
 scratch chunks, runtime/launch_plan.py).
 """
+import gc
 import os
 import statistics
 import sys
@@ -17,11 +18,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 
+def _no_kernel(ptrs, scalars):
+    """A compiled kernel that does nothing."""
+
+
+WARMUP, STEPS = 4, 30  # the first replay lays out the launch plan: timed from the second on
+
+
 class _NoKernels:
     """Stands in for compiled kernels: launching one does nothing."""
 
     def function(self, spec):
-        return None
+        return _no_kernel
 
     def launch(self, fn, spec, ptrs, scalars):
         pass
@@ -34,7 +42,8 @@ def main():
     from lazytensor.train import TrainConfig, build, train_step
     data = CharDataset(default_corpus())
     print(header("CUDA path host overhead per training step (kernels replaced by no-ops)", "1"))
-    print("| config | step | ms/step | kernels launched/step | of which prepared launches | us per kernel |")
+    print(f"| config | step | ms/step, median of {STEPS} (min-max) | kernels launched/step "
+          f"| of which prepared launches | us per kernel |")
     print("|---|---|---|---|---|---|")
     for config, compiled in [(c, m) for c in ("tiny", "small") for m in (False, True)]:
         lt.set_device("cuda", driver="emulated", offload="policy", memory="4GiB")
@@ -47,18 +56,22 @@ def main():
         step_fn = lt.jit(train_step) if compiled else train_step
         sizes = lt.models.CONFIGS[config]
         times, kernels, prepared = [], [], []
-        for step in range(13):
+        for step in range(WARMUP + STEPS):
             x, y = data.batch("train", sizes["batch_size"], sizes["block_size"])
+            if step == WARMUP:
+                gc.collect()  # the garbage of the steps before, collected before the timed ones
             before = lt.counters()
             t0 = time.perf_counter()
             step_fn(model, opt, params, x.to("cuda"), y.to("cuda"), 1.0).item()
-            if step >= 3:
+            if step >= WARMUP:
                 times.append(time.perf_counter() - t0)
                 kernels.append(lt.counters()["kernels"] - before["kernels"])
                 prepared.append(lt.counters()["prepared_kernels"] - before["prepared_kernels"])
         ms, k, p = statistics.median(times) * 1e3, statistics.median(kernels), statistics.median(prepared)
+        lo, hi = min(times) * 1e3, max(times) * 1e3
         kind = "compiled (replay)" if compiled else "eager"
-        print(f"| {config} | {kind} | {ms:.1f} | {k:.0f} | {p:.0f} | {ms * 1e3 / k:.0f} |", flush=True)
+        print(f"| {config} | {kind} | {ms:.2f} ({lo:.2f}-{hi:.2f}) | {k:.0f} | {p:.0f} | {ms * 1e3 / k:.1f} |",
+              flush=True)
     lt.set_device("cpu")
 
 

@@ -18,6 +18,7 @@ capture: pass values that change (a learning rate of your own, a step count) as 
 import collections
 import functools
 import gc
+import sys
 import warnings
 import weakref
 
@@ -168,7 +169,7 @@ class CompiledFunction:
         regrad_values = [alive[j].grad for j in regrads]
         targets = [t._node.buffer for t in outs] + [alive[j]._node.buffer for j in rebound] + \
             [g._node.buffer for g in regrad_values if g is not None]
-        program = recorder.program(targets, chain)
+        program = recorder.program(targets, chain, replaced=range(len(outs), len(targets)))
         # A value held by several tensors is bound through the one the call replaced, if any; a value
         # that was some tensor's .grad is bound as that tensor's .grad (accumulation reads it anew).
         replaced = set(rebound)
@@ -245,7 +246,7 @@ def _signature(obj, tensors, keep):
     containers by their items, numbers and strings by value, anything else by identity (kept alive)."""
     if isinstance(obj, Tensor):
         tensors.append(obj)
-        return ("tensor", obj.shape, obj._node.dtype.str, obj.requires_grad)
+        return ("tensor", obj.shape, obj._node.dtype, obj.requires_grad)
     if isinstance(obj, (list, tuple)):
         return (type(obj).__name__,) + tuple(_signature(o, tensors, keep) for o in obj)
     if isinstance(obj, dict):
@@ -312,7 +313,7 @@ def _escaped(alive, wanted):
 
 
 def _bind(variant, arg_tensors):
-    """The Buffers of this call's bound values, or None when a guard of `variant` fails."""
+    """The tensors holding this call's bound values, by key, or None when a guard of `variant` fails."""
     for ref, training in variant.modules:
         module = ref()
         if module is None or module.training != training:
@@ -342,18 +343,54 @@ def _bind(variant, arg_tensors):
             return None
     if pending:
         scheduler.realize(pending)
-    return {key: t._node.buffer for key, t in bound.items()}
+    return bound
 
 
 def _replay(variant, bound):
-    buffers = variant.program.run(bound)
+    donors = _donors(variant)  # before the Buffers are gathered: those references would count
+    buffers = variant.program.run({key: t._node.buffer for key, t in bound.items()}, donors)
     outs = [Tensor(hostio.value_node(b)) for b in buffers[:variant.n_outs]]
     for ref, k in variant.rebinds:
         t = ref()
-        if t is not None:
+        if t is not None and t._node.buffer is not buffers[k]:  # the same Buffer: updated in place
             t._node = hostio.value_node(buffers[k])
     for ref, k, _ in variant.regrads:
         t = ref()
-        if t is not None:
+        if t is not None and (k is None or t.grad is None or t.grad._node.buffer is not buffers[k]):
             t.grad = None if k is None else Tensor(hostio.value_node(buffers[k]))
     return _rebuild(variant.structure, outs)
+
+
+def _donors(variant):
+    """{output position: Buffer} of the state a replay may overwrite: each value the call replaces
+    (a parameter's or moment's, a .grad) that no one else can see: its tensor alone holds its node
+    (for a .grad, the owner alone holds the grad tensor too) and its node alone holds the Buffer."""
+    donors = {}
+    for ref, k in variant.rebinds:
+        t = ref()
+        if t is not None and _refs(t._node) == _SOLE and _refs(t._node.buffer) == _SOLE:
+            donors[k] = t._node.buffer
+    for ref, k, _ in variant.regrads:
+        t = ref()
+        if (k is not None and t is not None and t.grad is not None and _refs(t.grad) == _SOLE
+                and _refs(t.grad._node) == _SOLE and _refs(t.grad._node.buffer) == _SOLE):
+            donors[k] = t.grad._node.buffer
+    return donors
+
+
+def _refs(obj):
+    return sys.getrefcount(obj)
+
+
+class _Holder:
+    __slots__ = ("value",)
+
+
+def _sole_count():
+    """What `_refs(holder.value)` returns when `holder` alone holds the value (interpreters differ)."""
+    holder = _Holder()
+    holder.value = object()
+    return _refs(holder.value)
+
+
+_SOLE = _sole_count()

@@ -15,6 +15,7 @@ import weakref
 import numpy as np
 
 from . import copies, counters, devices, launch_plan, parallel, policy, rng, scheduler
+from .backends.lowering import for_indices
 from .graph import Node
 from .locking import serialized
 from .policy import is_param
@@ -168,12 +169,13 @@ class Recorder:
         if self._slots.get(key) == slot:
             del self._slots[key]
 
-    def program(self, outputs, chain):
-        """The Program replaying the steps; `outputs` are the Buffers the caller wants back, in order."""
+    def program(self, outputs, chain, replaced=()):
+        """The Program replaying the steps; `outputs` are the Buffers the caller wants back, in order;
+        those at positions `replaced` are new values of state (see Program)."""
         out_slots = [self.slot(b) for b in outputs]
         self.close()
         return Program(self.steps, self.sources, out_slots, self.hooks,
-                       rng.DEFAULT.next_stream - self.start_stream, chain, self.peak_added)
+                       rng.DEFAULT.next_stream - self.start_stream, chain, self.peak_added, replaced)
 
 
 class ReplayError(RuntimeError):
@@ -182,11 +184,18 @@ class ReplayError(RuntimeError):
 
 
 class Program:
-    """Recorded steps over slots. `run(bound)` replays them; `bound` maps each bound key to its Buffer."""
+    """Recorded steps over slots. `run(bound)` replays them; `bound` maps each bound key to its Buffer.
 
-    def __init__(self, steps, sources, outputs, hooks, streams, chain, peak_added=None):
+    The outputs at positions `replaced` are new values of state the caller keeps (parameters, optimizer
+    moments, .grad's): a replay may write one over the old value's device block when the caller hands
+    that Buffer over as nobody else's (`run`'s `donors`; runtime/launch_plan.py decides where it can)."""
+
+    def __init__(self, steps, sources, outputs, hooks, streams, chain, peak_added=None, replaced=()):
         self.steps, self.outputs, self.hooks, self.streams, self.chain = steps, outputs, hooks, streams, chain
         self.peak_added = peak_added  # device bytes the captured call added at most (None: not known)
+        # A slot at two output positions (a returned tensor that is also state) is never overwritten.
+        self._replaced = {i: outputs[i] for i in replaced if outputs.count(outputs[i]) == 1}
+        self.replaced_slots = set(self._replaced.values())
         self.n_slots = len(sources)
         self.consts = [(s, src[1]) for s, src in enumerate(sources) if src[0] == "const"]
         self.bound = [(s, src[1]) for s, src in enumerate(sources) if src[0] == "bound"]
@@ -208,13 +217,15 @@ class Program:
         self.split = parallel.worth_splitting([step.what.root if step.kind in ("device_group", "host_group")
                                                else step.what for step in steps if step.kind in KERNELS])
         self._plan = None  # runtime/launch_plan.LaunchPlan, built after the first replay (False: none)
+        self._kernels = sum(step.kind in KERNELS for step in steps)
 
     def __len__(self):
-        return sum(step.kind in KERNELS for step in self.steps)
+        return self._kernels
 
     @serialized
-    def run(self, bound):
-        """Replay: Python hooks, fresh random streams, then every step. Returns the output Buffers."""
+    def run(self, bound, donors=None):
+        """Replay: Python hooks, fresh random streams, then every step. Returns the output Buffers.
+        `donors` ({output position: Buffer}) are old values of replaced state that nothing else holds."""
         undo = [hook() for hook in self.hooks]
         stream0 = rng.DEFAULT.next_stream
         rng.DEFAULT.next_stream += self.streams
@@ -226,8 +237,11 @@ class Program:
                 slots[s] = bound[key]
             for s, fn, dtype in self.dynamic:
                 slots[s] = _host_value(np.asarray(fn(), dtype=dtype))
+            kernels = len(self)
             with parallel.kernels_session((), worth=self.split):
-                if not self._run_planned(slots, stream0):
+                if self._run_planned(slots, stream0, donors):
+                    kernels -= self._plan.folded
+                else:
                     watch = PeakWatch(self.chain[0]) if self._plan is None else None
                     try:
                         for step in self.steps:
@@ -245,24 +259,33 @@ class Program:
                     fn()
             raise
         counters.COUNTERS.realizations += 1
-        counters.COUNTERS.kernels += len(self)
+        counters.COUNTERS.kernels += kernels
         return [slots[s] for s in self.outputs]
 
-    def _run_planned(self, slots, stream0):
+    def _run_planned(self, slots, stream0, donors):
         """Replay through the device's launch plan (laid out after the first replay, which the executors
-        run) when there is one and it fits the budget; False if the executors must run the steps."""
+        run) when there is one and it fits the budget, overwriting the donors' blocks where it can;
+        False if the executors must run the steps."""
         if self._plan is None and not launch_plan.supports(self.chain[0]):
             self._plan = False
         plan = self._plan
-        if not plan or LOG.profiling or not plan.fits(slots):
+        if not plan or LOG.profiling:
+            return False
+        donors = plan.accepts_donors(slots, {self._replaced[i]: buf for i, buf in donors.items()
+                                             if i in self._replaced}) if donors else None
+        if donors is not None and not plan.fits(slots, donors):
+            donors = None
+        if donors is None and not plan.fits(slots):
             return False
         start = list(slots)
         try:
-            plan.run(slots, lambda step, operands: _execute(step, operands, stream0, self.chain), stream0)
+            plan.run(slots, lambda step, operands: _execute(step, operands, stream0, self.chain), stream0,
+                     donors)
         except launch_plan.NoMemory:
             slots[:] = start  # start over through the executors: nothing the plan made is kept
             return False
         counters.COUNTERS.prepared_kernels += plan.kernels
+        counters.COUNTERS.updated_in_place += len(donors) if donors is not None else 0
         return True
 
 
@@ -295,8 +318,11 @@ def _host_value(array):
 def _execute_node(step, what, operands, backend, chain):
     # Launches pass 0-d host operands by value: reusable only if each operand is passed as when captured
     # (under a tight budget a producer may have run on the host then and on the device now, or back).
+    launches = None
     if step.launches is not None and all(is_param(b) == p for b, p in zip(operands, step.params)):
-        backend.reuse_launches(what, step.launches)
+        launches = for_indices(step.launches, operands[1] if len(operands) > 1 else None)
+    if launches is not None:
+        backend.reuse_launches(what, launches)
     elif not backend.is_host and not backend.accepts(what, operands):  # plans from these values
         return scheduler.run_down_chain(what, operands, chain[1:])
     buf = scheduler.run_node(what, operands, backend)

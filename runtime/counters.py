@@ -12,6 +12,7 @@ class Counters:
         self.realizations = 0
         self.kernels = 0
         self.prepared_kernels = 0  # of those, run by a compiled replay from prebuilt launches (launch_plan)
+        self.updated_in_place = 0  # state values a compiled replay wrote over their old device blocks
         self.host_reads = collections.Counter()
         self.host_writes = collections.Counter()
 
@@ -20,6 +21,7 @@ class Counters:
             "realizations": self.realizations,
             "kernels": self.kernels,
             "prepared_kernels": self.prepared_kernels,
+            "updated_in_place": self.updated_in_place,
             "host_reads": sum(self.host_reads.values()),
             "host_reads_by_trigger": dict(self.host_reads),
             "host_writes": sum(self.host_writes.values()),

@@ -6,31 +6,38 @@ list). On a device that can prepare launches (`KernelDevice`: the CUDA drivers) 
 work once, at the first replay:
 
 - each device kernel of the program becomes a prepared driver launch (`KernelDevice.launch_calls`,
-  `group_call`, `prepare`): a replay calls it with no further Python than the call;
-- values produced and consumed only by such kernels ("internal"), and the Scratch blocks a node's
-  kernels share (a blocked sum's partials), get fixed offsets in one scratch block
-  (greedy by size over their lifetimes, as TFLite's arena planner does), allocated from the device's
-  memory for the duration of the replay and given back after it, so their pointers never change and the
-  budget sees them; internal values have no Buffer at all;
+  `group_call`, `prepare`): a replay calls it with no further Python than the call. Index kernels too:
+  bounds the host checked when captured are checked again on the host's copy of the new indices, a
+  scatter's grouping is rebuilt there and uploaded (logged as in the eager run), a device-checked
+  kernel gets its status tag; a reshape that kept a host copy keeps one again;
+- values produced and consumed only by such kernels ("internal"), and the Scratch blocks and uploaded
+  groupings a node's kernels share, get fixed offsets in scratch chunks (runtime/scratch_layout.py),
+  allocated from the device's memory for the duration of the replay and given back after it, so their
+  pointers never change and the budget sees them; internal values have no Buffer at all;
 - every other value a prepared launch reads or writes (a bound parameter, a step's output, the result of
-  a step the plan does not launch itself: index kernels, host kernels) is a Buffer as in the eager
-  run, resolved once per replay and patched into the launches that use it; random kernels get their
-  fresh streams' RNG key words patched in.
+  a step the plan does not launch itself: a host kernel) is a Buffer as in the eager run, resolved once
+  per replay and patched into the launches that use it (only where its block moved); random kernels get
+  their fresh streams' RNG key words patched in; a 0-d fill made from attributes alone is a constant;
+- the state a step replaces (parameters, optimizer moments, .grad's) is written over the old values'
+  device blocks when the caller hands those over as nobody else's (`donors`): no Buffer, block or
+  pointer change per value, and the step holds one copy of its state instead of two. From the first
+  such write on nothing may fail, so what could (allocations, host checks, the executors' steps) moves
+  before it, or the plan does not overwrite.
 
 A replay the plan cannot promise to fit in the memory budget, or one run while profiling, goes through
-the generic executors instead; so does one whose device memory runs out midway (it starts over: nothing
-a replay writes is visible before it returns). Results are the same bytes either way: the same kernels
-run on the same values in the same order.
+the generic executors instead; so does one whose device memory runs out midway, or whose indices have
+no host copy to check (it starts over: nothing a replay writes is visible before it returns). Results
+are the same bytes either way: the same kernels run on the same values in the same order.
 """
 import collections
 
-from . import copies, rng
-from .backends.lowering import rng_key_patches, rng_key_words
+from ..kernels.gpu.index import group_by_destination
+from ..kernels.reference.creation import full
+from . import copies, rng, scratch_layout
+from .backends.lowering import for_indices, rng_key_patches, rng_key_words
 from .memory import bucket
 from .residency import Buffer
 from .transfers import LOG
-
-ALIGN = 256
 
 
 class _Stand:
@@ -55,7 +62,8 @@ class _StandArray:
 
 
 class NoMemory(Exception):
-    """Device memory ran out during a planned replay (the caller replays through the executors)."""
+    """Device memory ran out during a planned replay, or an index kernel's indices have no host copy to
+    check (the caller replays through the executors)."""
 
 
 def supports(device):
@@ -63,52 +71,41 @@ def supports(device):
     return hasattr(device, "launch_calls")
 
 
-def _calls(k, step, device, scratch):
+def _calls(k, step, device, scratch, groups, tags):
     """The driver calls of step `k` if the plan launches it itself, or None (the executors run it).
-    A Scratch block its launches share becomes an internal value of its own, living for that step:
-    scratch[("scratch", k, n)] = its bytes."""
+    A Scratch block its launches share, or a host array uploaded for them, becomes an internal value of
+    its own, living for that step: scratch[("scratch", k, n)] = its bytes; for a scatter's grouping,
+    groups[k] = (the indices' slot, destinations, the keys of `order` and `starts`); for a launch that
+    checks indices on the device, tags[("tag", k, n)] = its check (a tag registered at each replay)."""
     if step.backend is not device or step.kind not in ("node", "device_group"):
         return None
-    if step.kind == "node" and (step.launches is None or step.host_copy):
+    if step.kind == "node" and step.launches is None:
         return None
     args = [_Stand(s) if param else _StandArray(s, shape, dtype)
             for s, param, shape, dtype in zip(step.ins, step.params, step.shapes, step.dtypes)]
     if step.kind == "node":
-        mine = {}
+        mine, keys = {}, {}
 
         def stand(operand):
-            key = ("scratch", k, len(mine))
+            key = keys[id(operand)] = ("scratch", k, len(mine))
             mine[key] = operand.nbytes
             return _Stand(key)
-        calls = device.launch_calls(step.what, step.launches, args, _Stand(step.out), stand)
+        mine_tags = {}
+
+        def tag(launch):
+            key = ("tag", k, len(mine_tags))
+            mine_tags[key] = launch.check
+            return _Stand(key)
+        calls = device.launch_calls(step.what, step.launches, args, _Stand(step.out), stand, tag)
         if calls is not None:
             scratch.update(mine)
+            tags.update(mine_tags)
+            for launch in step.launches:
+                if launch.host_group is not None:
+                    groups[k] = (step.ins[1], launch.host_group, keys[id(launch.operands[2])],
+                                 keys[id(launch.operands[3])])
         return calls
     return [device.group_call(step.what, args, _Stand(step.out))]
-
-
-def _offsets(intervals):
-    """Offsets for (size, first, last) intervals in one block: largest first, each at the lowest gap
-    between the placed intervals whose lifetimes overlap its own. Returns (offsets, block size)."""
-    order = sorted(range(len(intervals)), key=lambda i: (-intervals[i][0], intervals[i][1]))
-    placed, offsets, total = [], [0] * len(intervals), 0
-    for i in order:
-        size, first, last = intervals[i]
-        busy = sorted((offsets[j], offsets[j] + intervals[j][0]) for j in placed
-                      if intervals[j][1] <= last and first <= intervals[j][2])
-        at = 0
-        for lo, hi in busy:
-            if at + size <= lo:
-                break
-            at = max(at, hi)
-        offsets[i] = at
-        total = max(total, at + size)
-        placed.append(i)
-    return offsets, total
-
-
-def _aligned(nbytes):
-    return -(-max(nbytes, 1) // ALIGN) * ALIGN
 
 
 class LaunchPlan:
@@ -117,34 +114,47 @@ class LaunchPlan:
 
     def __init__(self, program, device, replay_peak=None):
         steps, self.device, self.memory = program.steps, device, device.memory
-        scratch = {}
-        calls = {k: c for k, step in enumerate(steps) if (c := _calls(k, step, device, scratch)) is not None}
+        scratch, groups, tags = {}, {}, {}
+        calls = {k: c for k, step in enumerate(steps)
+                 if (c := _calls(k, step, device, scratch, groups, tags)) is not None}
         # A launch that took a value made inside the program as a scalar (a 0-d result that was on the
         # host when captured: read, or evicted under a tight budget) runs through the executors, which
         # read it when it exists; a prepared launch could only read values known before the replay.
         produced = {step.out for step in steps}
-        calls = {k: c for k, c in calls.items()
-                 if not any(param and s in produced for s, param in zip(steps[k].ins, steps[k].params))}
-        scratch = {key: n for key, n in scratch.items() if key[1] in calls}
         keep = set(program.outputs)
-        readers, as_value = collections.defaultdict(list), set()
+        readers, as_value, by_pointer = collections.defaultdict(list), set(), set()
         for k, step in enumerate(steps):
             for i, s in enumerate(step.ins):
                 readers[s].append(k)
-                if step.params and step.params[i]:
-                    as_value.add(s)
+                (as_value if step.params and step.params[i] else by_pointer).add(s)
+        # A 0-d fill made on the host from attributes alone (a mean's 1.0) that is only ever taken as a
+        # scalar is a constant of the plan: its launches get the value once, and it never runs.
+        folded = {step.out: k for k, step in enumerate(steps)
+                  if step.kind == "node" and step.what.op == "full" and step.what.shape == () and not step.ins
+                  and step.backend.is_host and step.out not in keep and step.out not in by_pointer}
+        while True:
+            prepared_calls = {k: c for k, c in calls.items() if not any(
+                param and s in produced and s not in folded for s, param in zip(steps[k].ins, steps[k].params))}
+            unfold = {s for s in folded if any(r not in prepared_calls for r in readers[s])}
+            if not unfold:
+                break
+            folded = {s: k for s, k in folded.items() if s not in unfold}
+        calls = prepared_calls
+        scratch = {key: n for key, n in scratch.items() if key[1] in calls}
         internal = {}  # read only as device pointers by prepared launches: scratch, no Buffer
         for k in calls:
             s = steps[k].out
-            if s not in keep and s not in as_value and all(r in calls for r in readers[s]):
-                internal[s] = (_aligned(_node(steps[k]).nbytes), k, max(readers[s], default=k))
+            if (s not in keep and s not in as_value and not steps[k].host_copy
+                    and all(r in calls for r in readers[s])):
+                internal[s] = (scratch_layout.aligned(_node(steps[k]).nbytes), k, max(readers[s], default=k))
         for key, nbytes in scratch.items():
-            internal[key] = (_aligned(nbytes), key[1], key[1])
+            internal[key] = (scratch_layout.aligned(nbytes), key[1], key[1])
         last = len(steps) - 1
-        externals = [(bucket(max(_node(step).nbytes, 1)), k,
-                      last if step.out in keep else max(readers[step.out], default=k))
-                     for k, step in enumerate(steps) if step.kind != "view" and step.out not in internal]
-        self._chunks = _chunks(internal, externals, len(steps), program.peak_added, replay_peak)
+        results = [(step.out, bucket(max(_node(step).nbytes, 1)), k,
+                    last if step.out in keep else max(readers[step.out], default=k))
+                   for k, step in enumerate(steps) if step.kind != "view" and step.out not in internal]
+        externals = [r[1:] for r in results]
+        self._chunks = scratch_layout.layout(internal, externals, len(steps), program.peak_added, replay_peak)
         self.kernels = len(calls)
         # Where each slot's pointer / value goes: (prepared launch, argument index).
         self._ptr_uses, self._value_uses = collections.defaultdict(list), collections.defaultdict(list)
@@ -166,70 +176,204 @@ class LaunchPlan:
                                            for i, j, word in rng_key_patches(steps[k].launches)])
                         for k in calls if steps[k].stream is not None]
         self._internal_uses = sum(len(self._ptr_uses[s]) for s in internal if s not in scratch)
-        used = (set(self._ptr_uses) | set(self._value_uses)) - set(scratch)
+        used = (set(self._ptr_uses) | set(self._value_uses)) - set(scratch) - set(tags)
         # Values from outside the program (bound, dynamic, constants) that prepared launches use.
         self._inputs = [s for s in sorted(used) if s not in produced]
-        self._actions = []
+        self._produced = produced
+        self._pointer_inputs = [(s, len(self._ptr_uses[s])) for s in self._inputs if s in self._ptr_uses]
+        self._value_inputs = [s for s in self._inputs if s not in self._ptr_uses]
+        for s, k in folded.items():
+            value = full(steps[k].what.attrs).item()
+            for p, j in self._value_uses[s]:
+                p.set_scalar(j, value)
+        self._folded = set(folded.values())
+        self.folded = len(folded)  # kernels a planned replay need not run
+        self._steps, self._calls, self._prepared, self._internal = steps, calls, prepared, internal
+        # Index kernels whose bounds the host checked when captured: checked again at each replay;
+        # scatters whose destinations the host grouped: grouped and uploaded again.
+        self._checks = {k: (steps[k].ins[1], steps[k].launches) for k in calls if steps[k].kind == "node"
+                        and any(launch.host_check is not None for launch in steps[k].launches)}
+        self._groups = {k: (k,) + group for k, group in groups.items() if k in calls}
+        self._tags = collections.defaultdict(list)
+        for key, check in tags.items():
+            if key[1] in calls:
+                self._tags[key[1]].append((check, self._value_uses[key]))
+        self._resolved = {s for s in used if s not in internal}
+        self._pinned_bytes = self._donor_bytes = None
+        self._ptr_at = {}  # slot -> the pointer its prepared launches have now
         # The most the replay holds at once by the model of the layout (scratch chunks and results over
         # their lifetimes); what the model misses ends a replay with NoMemory, which then starts over.
-        self.peak_bytes, _ = _peak([(bucket(c.size), c.first, c.last) for c in self._chunks] + externals,
-                                   len(steps))
-        opens = collections.defaultdict(list)
-        closes = collections.defaultdict(list)
-        for chunk in self._chunks:
-            opens[chunk.first].append(chunk)
-            closes[chunk.last].append(chunk)
-        for k, step in enumerate(steps):
-            self._actions.extend((self._open, chunk) for chunk in opens[k])
-            if k in calls:
-                if step.out not in internal:
-                    node = _node(step)
-                    self._actions.append((self._allocate, (step.out, node.id, node.op, node.shape, node.dtype,
-                                                           node.nbytes, self._ptr_uses[step.out])))
-                self._actions.extend((p.launch, None) for p in prepared[k])
+        self.peak_bytes, _ = scratch_layout.peak_of(
+            [(bucket(c.size), c.first, c.last) for c in self._chunks] + externals, len(steps))
+        self._actions = self._build_actions()
+        self._plan_updates(program, results, produced, readers)
+
+    def _plan_updates(self, program, results, produced, readers):
+        """The replay that writes replaced state (program.replaced_slots: parameters, optimizer moments,
+        .grad's) over the old values' device blocks, when the caller hands those over (`run`'s `donors`).
+        Every such value must come from a prepared launch, and from the first of those launches on,
+        nothing may fail (a replay that fails after overwriting a value could neither start over nor
+        leave the state as it was): the scratch chunks and the other results made from there are
+        allocated just before it, and the executors' steps from there on (an index kernel of the loss,
+        say) run just before it too; if one of those reads a value made from there on, the plan never
+        overwrites."""
+        self._updates, self._update_actions, self.update_peak_bytes = {}, None, None
+        steps = self._steps
+        producer = {steps[k].out: k for k in self._calls}
+        updates = {s: producer[s] for s in program.replaced_slots if s in producer}
+        if not updates or len(updates) != len(program.replaced_slots):
+            return
+        first = min(updates.values())
+        hoisted, late = [], set()
+        for k in range(first, len(steps)):
+            step = steps[k]
+            if k in self._checks and self._checks[k][0] in late or k in self._groups and self._groups[k][1] in late:
+                return
+            if k in self._folded:
+                continue
+            if k in self._calls or step.kind == "view":
+                late.add(step.out)
+            elif any(s in late for s in step.ins):
+                return
             else:
-                self._actions.append((self._generic, k))
-            drops = tuple(s for s in step.drop if s not in internal)
+                hoisted.append(k)
+        self._updates = updates
+        self._update_specs = [(s, k, _node(steps[k]).shape, _node(steps[k]).dtype) for s, k in updates.items()]
+        self._update_bytes = {s: bucket(max(_node(steps[k]).nbytes, 1)) for s, k in updates.items()}
+        # Slots of bound values (only those can hold a donor: the program holds its constants), by the
+        # last step that reads each: an old value may be overwritten only after its last reader.
+        bound = {s for s, _ in program.bound}
+        last_read = sorted((max(ks), s) for s, ks in readers.items() if s in bound)
+        self._read_slots, self._read_last = [s for _, s in last_read], [k for k, _ in last_read]
+        self._update_actions = self._build_actions(first, hoisted)
+        blocks = [(bucket(c.size), min(c.first, first), c.last) for c in self._chunks]
+        blocks += [(size, min(k, first), freed) for s, size, k, freed in results if s not in updates]
+        self.update_peak_bytes, _ = scratch_layout.peak_of(blocks, len(steps))
+
+    def _build_actions(self, first_update=None, hoisted=()):
+        """The actions of a replay in order; with `first_update`, those of a replay writing the replaced
+        state over its old blocks from that step on, the steps `hoisted` run before it (_plan_updates)."""
+        steps, calls, internal, prepared = self._steps, self._calls, self._internal, self._prepared
+        updating = first_update is not None
+        opens, closes = collections.defaultdict(list), collections.defaultdict(list)
+        for chunk in self._chunks:
+            opens[min(chunk.first, first_update) if updating else chunk.first].append(chunk)
+            closes[chunk.last].append(chunk)
+        actions, early = [], [(self._generic, k) for k in hoisted]
+        if updating:
+            early += [(self._check, self._checks[k]) for k in self._checks if k >= first_update]
+            early += [(self._group_ready, self._groups[k]) for k in self._groups if k >= first_update]
+        for k, step in enumerate(steps):
+            actions.extend((self._open, chunk) for chunk in opens[k])
+            if k in self._checks and not (updating and k >= first_update):
+                actions.append((self._check, self._checks[k]))
+            if k in self._groups:
+                if not (updating and k >= first_update):
+                    actions.append((self._group_ready, self._groups[k]))
+                actions.append((self._group, self._groups[k]))
+            if k in self._tags:
+                actions.append((self._tag, self._tags[k]))
+            if k in calls:
+                s = step.out
+                if updating and s in self._updates:
+                    pass  # its block: its donor's or its own, set at the first update (_begin_updates)
+                elif s not in internal:
+                    node = _node(step)
+                    allocate = (self._allocate, (s, node.id, node.op, node.shape, node.dtype, node.nbytes))
+                    (early if updating and k > first_update else actions).append(allocate)
+                if k == first_update:
+                    at = len(actions)  # what can fail from here on moves here, before the first update
+                actions.append((_launch_all, tuple(p.launch for p in prepared[k])))
+                if step.host_copy:
+                    actions.append((self._host_copy, (step.ins[0], s)))
+            elif k not in hoisted and k not in self._folded:
+                actions.append((self._generic, k))
+            # inputs stay in their slots (the caller holds them anyway): only results are let go
+            drops = tuple(s for s in step.drop if s not in internal and s in self._produced)
             if drops:
-                self._actions.append((self._drop, drops))
-            self._actions.extend((self._close, chunk) for chunk in closes[k])
-        self._steps = steps
-        self._resolved = {s for s in used if s not in internal}
-        self._pinned_bytes = None
+                actions.append((self._drop, drops))
+            actions.extend((self._close, chunk) for chunk in closes[k])
+        if updating:
+            actions[at:at] = early + [(self._begin_updates, None)]
+        merged = []  # consecutive launches as one action
+        for act, arg in actions:
+            if act is _launch_all and merged and merged[-1][0] is _launch_all:
+                merged[-1] = (_launch_all, merged[-1][1] + arg)
+            else:
+                merged.append((act, arg))
+        return merged
 
     # ---- a replay --------------------------------------------------------------------------------
-    def fits(self, slots):
+    def accepts_donors(self, slots, donors):
+        """Those of `donors` ({replaced slot: the Buffer its tensor held, held by no one else}) whose
+        value this replay may write over: on this device, of the new value's shape and dtype, read by no
+        step from the one that writes the new value on, each given once; None if there are none."""
+        if not self._updates or not donors:
+            return None
+        # The last step reading each bound Buffer (slots in order of their last reader: the dict keeps
+        # the latest); a Buffer that is no slot's is read by none.
+        last_read = dict(zip([id(slots[s]) for s in self._read_slots], self._read_last)).get
+        device, accepted = self.device, {}
+        for s, k, shape, dtype in self._update_specs:
+            buf = donors.get(s)
+            if (buf is not None and buf.backend is device and last_read(id(buf), -1) < k and buf.shape == shape
+                    and (buf.dtype is dtype or buf.dtype == dtype)):
+                accepted[s] = buf
+        if len(set(map(id, accepted.values()))) != len(accepted):
+            return None
+        return accepted or None
+
+    def fits(self, slots, donors=None):
         """Whether a replay into `slots` can get its memory within the budget, evicting whatever else is
-        resident: the inputs it pins plus the most its scratch and results hold at once. (The inputs'
-        sizes are the same at every replay: the guards of lt.jit check their shapes and dtypes.)"""
+        resident: the inputs it pins plus the most its scratch and results hold at once; with `donors`,
+        the old values it overwrites are pinned too, and the replaced values it does not write over
+        them are allocated before the first that it does. (The inputs' sizes are the same at every
+        replay: the guards of lt.jit check their shapes and dtypes.)"""
         if self._pinned_bytes is None:
             self._pinned_bytes = sum(bucket(slots[s].nbytes) for s in self._inputs if s in self._ptr_uses)
-        return self.peak_bytes + self._pinned_bytes <= self.memory.budget
+        if donors is None:
+            return self.peak_bytes + self._pinned_bytes <= self.memory.budget
+        key = frozenset(donors)
+        if self._donor_bytes is None or self._donor_bytes[0] != key:  # the same every replay, as a rule
+            pinned = {id(slots[s]) for s in self._inputs if s in self._ptr_uses}
+            extra = sum(bucket(b.nbytes) for b in donors.values() if id(b) not in pinned)
+            extra += sum(n for s, n in self._update_bytes.items() if s not in donors)
+            self._donor_bytes = (key, extra)
+        return self.update_peak_bytes + self._pinned_bytes + self._donor_bytes[1] <= self.memory.budget
 
-    def run(self, slots, execute, stream0):
+    def run(self, slots, execute, stream0, donors=None):
         """Replay into `slots` (the external values already in place), random kernels drawing from
-        streams `stream0` + their offset; raises NoMemory when the device memory runs out (nothing the
-        replay made is kept)."""
+        streams `stream0` + their offset; with `donors` (accepted by `accepts_donors` and `fits`), the
+        replaced values are written over those Buffers' device blocks. Raises NoMemory when the device
+        memory runs out (nothing the replay made is kept, and no donor has been written)."""
         self._slots, self._execute, self._pins, self._made = slots, execute, {}, set()
+        self._donors, self._updating = donors, False
         self._hits = self._internal_uses
         for offset, patches in self._random:
             words = rng_key_words(rng.DEFAULT.seed, stream0 + offset)
             for p, j, word in patches:
                 p.set_scalar(j, words[word])
+        self.memory.pin_scope(self._pins)  # every Buffer in self._pins stays put until the end
         try:
-            for s in self._inputs:  # pinned first: allocating scratch must not evict them
-                self._resolve(s, slots[s])
-            for act, arg in self._actions:
+            if donors is not None:
+                for buf in donors.values():  # before anything is allocated: they must stay put
+                    self._pin(buf)
+            self._resolve_inputs(slots)  # pinned first: allocating scratch must not evict them
+            for act, arg in (self._actions if donors is None else self._update_actions):
                 if arg is None:
                     act()
                 else:
                     act(arg)
         finally:
+            if self._updating:  # from the first update on, the donors' device copies are the new values
+                touch = self.memory.touch
+                for buf in donors.values():
+                    buf.overwrite_on_device()
+                    touch(buf)
             for chunk in self._chunks:
                 self._close(chunk)
-            for buf in self._pins.values():
-                self.memory.unpin(buf)
-            self._slots = self._execute = self._pins = self._made = None
+            self.memory.unpin_scope(self._pins)
+            self._slots = self._execute = self._pins = self._made = self._donors = None
             if self._hits:
                 LOG.hit(self.device.name, self._hits)
 
@@ -242,14 +386,32 @@ class LaunchPlan:
         base = block.ptr
         if base != chunk.base:
             for s, offset in chunk.offsets.items():
-                for p, i in self._ptr_uses[s]:
-                    p.set_pointer(i, base + offset)
+                self._point(s, base + offset)
             chunk.base = base
 
     def _close(self, chunk):
         if chunk.block is not None:
             self.memory.give_back(chunk.block, chunk.size)
             chunk.block = None
+
+    def _resolve_inputs(self, slots):
+        """`_resolve` every input, those already resident here (as a rule, all) by a shorter way."""
+        device, pins, ptr_at, touch = self.device, self._pins, self._ptr_at, self.memory.touch
+        for s, uses in self._pointer_inputs:
+            buf = slots[s]
+            if buf.backend is not device:  # no copy here (a Buffer has a backend while it has one)
+                self._resolve(s, buf)
+                continue
+            touch(buf)
+            self._hits += uses
+            pins[id(buf)] = buf
+            ptr = buf.device.ptr
+            if ptr_at.get(s) != ptr:
+                self._point(s, ptr)
+            if s in self._value_uses:
+                self._resolve_value(s, buf)
+        for s in self._value_inputs:
+            self._resolve_value(s, slots[s])
 
     def _resolve(self, s, buf):
         """Put slot `s`'s Buffer where its prepared launches read it: on the device (pinned for the
@@ -266,25 +428,30 @@ class LaunchPlan:
                 if not copies.make_resident(buf, device):
                     raise NoMemory()
             self._pin(buf)
-            ptr = device.view(buf.device, buf.shape, buf.dtype).ptr
-            for p, i in uses:
+            self._point(s, buf.device.ptr)
+        if s in self._value_uses:
+            self._resolve_value(s, buf)
+
+    def _resolve_value(self, s, buf):
+        if not buf.on_host:
+            copies.download(buf, "host-kernel")
+        value = buf.host.item()
+        for p, j in self._value_uses[s]:
+            p.set_scalar(j, value)
+
+    def _point(self, s, ptr):
+        """Slot `s`'s prepared launches read (or write) it at `ptr` (patched only when it moved)."""
+        if self._ptr_at.get(s) != ptr:
+            for p, i in self._ptr_uses[s]:
                 p.set_pointer(i, ptr)
-        uses = self._value_uses.get(s)
-        if uses:
-            if not buf.on_host:
-                copies.download(buf, "host-kernel")
-            value = buf.host.item()
-            for p, j in uses:
-                p.set_scalar(j, value)
+            self._ptr_at[s] = ptr
 
     def _pin(self, buf):
-        if id(buf) not in self._pins:
-            self.memory.pin(buf)
-            self._pins[id(buf)] = buf
+        self._pins[id(buf)] = buf
 
     def _allocate(self, result):
         """A Buffer on the device for a prepared launch's result that someone outside the plan reads."""
-        s, node_id, op, shape, dtype, nbytes, uses = result
+        s, node_id, op, shape, dtype, nbytes = result
         block = self.memory.allocate(nbytes)
         if block is None:
             raise NoMemory()
@@ -293,9 +460,72 @@ class LaunchPlan:
         self._pin(buf)
         self._made.add(id(buf))
         self._slots[s] = buf
-        ptr = block.ptr
-        for p, i in uses:
-            p.set_pointer(i, ptr)
+        self._point(s, block.ptr)
+
+    def _begin_updates(self):
+        """Before the first update: blocks for the replaced values that have no donor this replay, and
+        the donors' blocks where their new values' launches write and are read."""
+        donors, slots, ptr_at = self._donors, self._slots, self._ptr_at
+        for s, k, shape, dtype in self._update_specs:
+            buf = donors.get(s)
+            if buf is None:
+                node = _node(self._steps[k])
+                self._allocate((s, node.id, node.op, shape, dtype, node.nbytes))
+                continue
+            slots[s] = buf
+            ptr = buf.device.ptr
+            if ptr_at.get(s) != ptr:
+                self._point(s, ptr)
+        self._updating = True
+
+    def _host_copy(self, slots):
+        """A reshape of a value the host holds too keeps a host copy of its result, as in the eager run
+        (scheduler.keeps_host_copy): free on the host, and index checks read it there. (A value made by
+        prepared launches only, with no Buffer, is on the device only.)"""
+        source, result = self._slots[slots[0]], self._slots[slots[1]]
+        if source is not None and source.on_host:
+            result.add_host_copy(source.host.reshape(result.shape))
+            result.share_host()
+
+    def _check(self, check):
+        """An index kernel's bounds, checked on the host's copy of its indices (IndexError if one is out
+        of range); without a host copy the executors run the replay (they check on the device)."""
+        slot, launches = check
+        buf = self._slots[slot]
+        if buf is None or for_indices(launches, buf) is None:
+            raise NoMemory()
+
+    def _group_ready(self, group):
+        """A scatter's indices: on the host (else the executors run the replay), and resident on the
+        device (pinned) as the eager run makes every operand, though its kernel reads only the grouping."""
+        slot, device = group[1], self.device
+        buf = self._slots[slot]
+        if buf is None or not buf.on_host:
+            raise NoMemory()
+        if buf.on_device and buf.backend is device:
+            self._hits += 1
+        else:
+            LOG.miss(device.name)
+            if not copies.make_resident(buf, device):
+                raise NoMemory()
+        self._pin(buf)
+
+    def _group(self, group):
+        """A scatter's destinations grouped on the host's copy of its indices and uploaded where its
+        launch reads them (as the eager launch does)."""
+        k, slot, size, order_key, starts_key = group
+        order, starts = group_by_destination(self._slots[slot].host, size)
+        node, device = _node(self._steps[k]), self.device
+        device.upload_grouping(node, self._ptr_at[order_key], order)
+        device.upload_grouping(node, self._ptr_at[starts_key], starts)
+
+    def _tag(self, checks):
+        """The device index checks of the next launches, registered for the next status read (as the
+        eager launches register them), their tags patched in."""
+        for check, uses in checks:
+            tag = self.device.add_check(check)
+            for p, j in uses:
+                p.set_scalar(j, tag)
 
     def _generic(self, k):
         step, slots = self._steps[k], self._slots
@@ -312,89 +542,13 @@ class LaunchPlan:
             buf = slots[s]
             if buf is not None and id(buf) in self._made:
                 self._made.discard(id(buf))
-                if id(buf) in pins:  # a value read only as a scalar was never pinned
-                    self.memory.unpin(pins.pop(id(buf)))
+                pins.pop(id(buf), None)  # a value read only as a scalar was never pinned
             slots[s] = None
 
 
-class _Chunk:
-    """A block of scratch holding internal values at fixed offsets, allocated from the step that
-    makes the first of them to the step that reads the last."""
-
-    __slots__ = ("offsets", "size", "first", "last", "block", "base")
-
-    def __init__(self, members, internal):
-        offsets, self.size = _offsets([internal[s] for s in members])
-        self.offsets = dict(zip(members, offsets))
-        self.first = min(internal[s][1] for s in members)
-        self.last = max(internal[s][2] for s in members)
-        self.block = self.base = None
-
-
-def _chunks(internal, externals, n_steps, eager_peak=None, replay_peak=None):
-    """Scratch chunks for the internal values {slot: (size, first, last)}, so that a planned replay
-    adds no more device memory at its peak than the captured eager call did (`eager_peak` bytes), nor
-    than a replay by the executors (one block per value; it added `replay_peak`) where that is more.
-    `externals` are the other results as (bytes, made, freed) steps; what the model leaves out (inputs
-    held to the end, index temporaries) is the measured replay's excess over its model. One chunk if
-    it fits; else the chunk held at the peak is cut where the fewest bytes live across (the values
-    living across becoming blocks of their own) until it fits, or every value has its own block."""
-    if not internal:
-        return []
-    one_each, _ = _peak([(bucket(size), first, last) for size, first, last in internal.values()] + externals,
-                        n_steps)
-    budget = one_each
-    if eager_peak is not None and replay_peak is not None:
-        budget = max(one_each, eager_peak - (replay_peak - one_each))
-    groups = [sorted(internal, key=lambda s: internal[s][1])]
-    while True:
-        chunks = [_Chunk(g, internal) for g in groups]
-        peak, at = _peak([(bucket(c.size), c.first, c.last) for c in chunks] + externals, n_steps)
-        if peak <= budget:
-            return chunks
-        held = [i for i, c in enumerate(chunks) if c.first <= at <= c.last and len(groups[i]) > 1]
-        if not held:
-            return chunks
-        i = max(held, key=lambda i: chunks[i].size)
-        groups[i:i + 1] = _cut(groups[i], internal)
-
-
-def _cut(group, internal):
-    """`group` split at the step where the fewest bytes live across: the values before, those after,
-    and each value living across on its own."""
-    first, last = min(internal[s][1] for s in group), max(internal[s][2] for s in group)
-    across = [0] * (last - first + 2)
-    for s in group:
-        size, a, b = internal[s]
-        across[a - first + 1] += size  # lives across every cut c with a < c <= b
-        across[b - first + 1] -= size
-    best, best_bytes, running = None, None, 0
-    for c in range(first + 1, last + 1):
-        running += across[c - first]
-        if best_bytes is None or running < best_bytes:
-            best, best_bytes = c, running
-    if best is None:
-        return [[s] for s in group]
-    before = [s for s in group if internal[s][2] < best]
-    after = [s for s in group if internal[s][1] >= best]
-    parts = [part for part in (before, after) if part]
-    parts += [[s] for s in group if internal[s][1] < best <= internal[s][2]]
-    return parts if len(parts) > 1 else [[s] for s in group]
-
-
-def _peak(blocks, n_steps):
-    """The most bytes held at once by (size, allocated before step, freed after step) blocks, and
-    the first step where it is held."""
-    delta = [0] * (n_steps + 1)
-    for size, first, last in blocks:
-        delta[first] += size
-        delta[last + 1] -= size
-    held = peak = at = 0
-    for k, d in enumerate(delta):
-        held += d
-        if held > peak:
-            peak, at = held, k
-    return peak, at
+def _launch_all(launches):
+    for launch in launches:
+        launch()
 
 
 def _node(step):

@@ -57,6 +57,7 @@ class DeviceMemory:
         self.cached_bytes = 0
         self._lru = collections.OrderedDict()   # id(buffer) -> (weakref freeing the block on death, size)
         self._pinned = collections.Counter()
+        self._pin_scopes = []
         self.resident_bytes = 0
         self.peak_bytes = 0
         self._scope_peaks = []
@@ -216,6 +217,14 @@ class DeviceMemory:
         if not self._pinned[key]:
             del self._pinned[key]
 
+    def pin_scope(self, held):
+        """Keep every buffer whose id is a key of `held` from being evicted until `unpin_scope(held)`;
+        the caller adds and removes keys as it goes (a compiled replay's operands and results)."""
+        self._pin_scopes.append(held)
+
+    def unpin_scope(self, held):
+        self._pin_scopes.remove(held)
+
     def pinning(self, buffers):
         """Keep `buffers` from being evicted inside a `with` block (the operands of the kernel being run)."""
         return _Pinning(self._pinned, [id(b) for b in buffers])
@@ -223,7 +232,7 @@ class DeviceMemory:
     def _evict_one(self):
         """Evict the least recently used unpinned buffer (download first if only the device has it)."""
         for key in list(self._lru):
-            if self._pinned[key] > 0 or key not in self._lru:
+            if self._pinned[key] > 0 or key not in self._lru or any(key in held for held in self._pin_scopes):
                 continue
             buf = self._lru[key][0]()
             if buf is None:

@@ -79,6 +79,12 @@ class Buffer:
         self.device, self.backend, self.state = None, None, HOST
         return block, backend
 
+    def overwrite_on_device(self):
+        """DEVICE or BOTH -> DEVICE: a kernel is about to write a new value over the device copy (a
+        compiled replay updating state nobody else holds); a host copy would be stale, so it goes."""
+        assert self.state in (DEVICE, BOTH), self.state
+        self.host, self.host_exclusive, self.state = None, False, DEVICE
+
     # ---- host side ---------------------------------------------------------------------------------
     def share_host(self):
         """Hand the host array out (a read-only view for the user): from now on writes must copy first."""

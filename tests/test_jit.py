@@ -2,6 +2,7 @@
 with a schedule), moves what the eager step moves, retraces when a guard changes, and refuses what it
 cannot replay (on the suite pass's device, and on the virtual device and the emulated CUDA driver)."""
 import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -360,7 +361,7 @@ def test_a_replayed_step_peaks_no_higher_in_device_memory_than_an_eager_step(vir
     assert peaks[True] <= peaks[False], peaks
 
 
-def test_a_replay_on_cuda_launches_every_plain_device_kernel_from_prebuilt_arguments(cuda_device):
+def test_a_replay_on_cuda_launches_every_kernel_from_prebuilt_arguments(cuda_device):
     cuda_device(offload="always")
     eager = _train(False)
     cuda_device(offload="always")
@@ -371,11 +372,11 @@ def test_a_replay_on_cuda_launches_every_plain_device_kernel_from_prebuilt_argum
     lt.reset_counters()
     fn(lt.tensor(x), lt.tensor(y))  # one more replay, counted alone
     counts = lt.counters()
-    # Only the 4 index kernels (embedding rows and their gradient, the loss's target gather and its
-    # scatter) and the targets' reshape (which keeps a host copy) go through the executors; every other
-    # kernel of a replay, dropout's random mask included, is a prepared launch.
+    # Every kernel of a replay is a prepared launch: dropout's random mask, the targets' reshape (which
+    # keeps a host copy), and the index kernels (embedding rows, their gradient with its destinations
+    # grouped on the host, the loss's target gather and scatter).
     assert fn.stats()["replayed"] == 7
-    assert counts["kernels"] - counts["prepared_kernels"] == 5, counts
+    assert counts["kernels"] == counts["prepared_kernels"] > 0, counts
 
 
 def test_a_planned_replay_mixing_host_and_device_kernels_computes_what_eager_steps_compute(cuda_device):
@@ -413,6 +414,118 @@ def test_a_planned_replay_peaks_no_higher_in_device_memory_than_an_eager_step(cu
     peaks, _ = _peaks(cuda_device, "cuda")
     assert lt.counters()["prepared_kernels"] > 0
     assert peaks[True] <= peaks[False], peaks
+
+
+def _state_blocks(model, opt):
+    """Weak references to the Buffers holding each parameter, its moments and its .grad now (a strong
+    one would make them someone else's), and their device blocks' addresses."""
+    state = [opt.state[id(p)] for p in model.parameters()]
+    tensors = list(model.parameters()) + [st[k] for st in state for k in ("exp_avg", "exp_avg_sq")] + \
+        [p.grad for p in model.parameters()]
+    return [weakref.ref(t._node.buffer) for t in tensors], [t._node.buffer.device.ptr for t in tensors]
+
+
+def test_a_planned_replay_writes_parameters_moments_and_grads_over_their_own_device_blocks(cuda_device):
+    cuda_device(offload="always")
+    model, opt, sched, step = _setup()
+    fn = lt.jit(step)
+    data = _batches(5)
+    for x, y in data[:4]:
+        fn(lt.tensor(x), lt.tensor(y)).item()
+    refs, blocks = _state_blocks(model, opt)
+    lt.reset_counters()
+    fn(lt.tensor(data[4][0]), lt.tensor(data[4][1])).item()
+    refs_after, blocks_after = _state_blocks(model, opt)
+    assert all(a() is b() is not None for a, b in zip(refs, refs_after)) and blocks_after == blocks
+    assert lt.counters()["updated_in_place"] == len(refs) == 4 * len(list(model.parameters()))
+
+
+def test_a_planned_replay_never_overwrites_a_value_someone_else_holds(cuda_device):
+    results = {}
+    for compiled in (False, True):
+        cuda_device(offload="always")
+        model, opt, sched, step = _setup()
+        fn = lt.jit(step) if compiled else step
+        data = _batches(5)
+        for x, y in data[:4]:
+            fn(lt.tensor(x), lt.tensor(y)).item()
+        first, last = list(model.parameters())[0], list(model.parameters())[-1]
+        held = [first.detach(), last.grad]  # a second handle on a parameter's value, a .grad kept
+        snapshots = [t.numpy().copy() for t in held]
+        lt.reset_counters()
+        fn(lt.tensor(data[4][0]), lt.tensor(data[4][1])).item()
+        assert all(np.array_equal(t.numpy(), s) for t, s in zip(held, snapshots))
+        assert not np.array_equal(first.numpy(), snapshots[0])
+        results[compiled] = ([p.numpy().copy() for p in model.parameters()], lt.counters()["updated_in_place"])
+    assert all(np.array_equal(a, b) for a, b in zip(results[False][0], results[True][0]))
+    # the two held values get new blocks; every other parameter, moment and .grad is updated in place
+    assert results[True][1] == 4 * len(results[True][0]) - 2
+
+
+def test_a_planned_replay_drops_the_stale_host_copy_of_a_value_it_overwrites(cuda_device):
+    results = {}
+    for compiled in (False, True):
+        cuda_device(offload="always")
+        model, opt, sched, step = _setup()
+        fn = lt.jit(step) if compiled else step
+        data = _batches(5)
+        for x, y in data[:4]:
+            fn(lt.tensor(x), lt.tensor(y)).item()
+        p = list(model.parameters())[0]
+        old = p.numpy()  # the value now has a host copy too (it stays the caller's, unchanged)
+        kept = old.copy()
+        lt.reset_counters()
+        fn(lt.tensor(data[4][0]), lt.tensor(data[4][1])).item()
+        assert np.array_equal(old, kept)
+        results[compiled] = (p.numpy().copy(), lt.counters()["updated_in_place"])
+    assert results[True][1] > 0 and np.array_equal(results[True][0], results[False][0])
+    assert not np.array_equal(results[True][0], kept)
+
+
+def _bad_target_run(compiled, gather_by_hand):
+    """Four steps, then one with targets out of range: where the IndexError came ("call" or "read"),
+    whether the parameters stayed as they were, the parameters, and the values the fourth step (a
+    planned replay when compiled) updated in place."""
+    model, opt, sched, step = _setup()
+    if gather_by_hand:  # the loss's gather indexed by the targets as given: its bounds checked on the host
+        def step(x, y):
+            opt.zero_grad()
+            logp = F.log_softmax(model(x).view(-1, V), dim=-1)
+            loss = -logp.gather(1, y.view(-1, 1)).mean()
+            loss.backward()
+            opt.step()
+            return loss
+    fn = lt.jit(step) if compiled else step
+    data = _batches(5)
+    for x, y in data[:4]:
+        lt.reset_counters()
+        fn(lt.tensor(x), lt.tensor(y)).item()
+    in_place = lt.counters()["updated_in_place"]
+    before = [p.numpy().copy() for p in model.parameters()]
+    where = None
+    try:
+        loss = fn(lt.tensor(data[4][0]), lt.tensor(np.full((B, T), V + 5)))
+        where = "read"
+        loss.item()
+    except IndexError:
+        where = where or "call"
+    after = [p.numpy().copy() for p in model.parameters()]
+    return where, all(np.array_equal(a, b) for a, b in zip(before, after)), after, in_place
+
+
+@pytest.mark.parametrize("gather_by_hand", [False, True], ids=["cross_entropy", "gather"])
+def test_a_bad_target_fails_a_replay_where_and_with_the_state_the_eager_step_fails(cuda_device, gather_by_hand):
+    """F.cross_entropy's gather reads targets it computed on the device, which a kernel checks: the error
+    comes at the next host read, after the step, in both. A gather of the targets as given checks them on
+    the host: the call raises before the optimizer step and the state stays as it was, in a replay that
+    updates it in place too (the loss's gather, computed after the updates, is checked before them)."""
+    results = {}
+    for compiled in (False, True):
+        cuda_device(offload="always")
+        results[compiled] = _bad_target_run(compiled, gather_by_hand)
+    assert results[True][3] > 0  # the replays update in place
+    assert results[True][:2] == results[False][:2] == (("call", True) if gather_by_hand else ("read", False))
+    assert all(np.array_equal(a, b) for a, b in zip(results[True][2], results[False][2]))
 
 
 @settings(max_examples=6, deadline=None)

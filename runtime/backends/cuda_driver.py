@@ -11,6 +11,7 @@ Kernels are compiled by NVRTC (kernels/cuda/nvrtc.py) to a cubin for the device'
 LAZYTENSOR_CUDA_DRIVER=auto|pycuda|cuda-bindings|emulated picks one (auto: pycuda, then cuda-bindings).
 """
 import ctypes
+import functools
 import time
 
 import numpy as np
@@ -48,17 +49,29 @@ class PreparedLaunch:
         self.driver.launch(self.fn, self.spec, self.ptrs, self.scalars)
 
 
+class _EmulatedLaunch(PreparedLaunch):
+    """A prepared launch of the emulated driver: `launch()` calls the compiled kernel on the argument
+    lists as they stand (the lists are changed in place, so the call is built once)."""
+
+    __slots__ = ("launch",)
+
+    def __init__(self, driver, fn, spec, ptrs, scalars):
+        super().__init__(driver, fn, spec, ptrs, scalars)
+        self.launch = functools.partial(fn, self.ptrs, self.scalars)
+
+
 class _BindingsLaunch:
     """A cuda-bindings launch from a parameter block built once: each argument lives in a one-element
     array whose address the block holds, so changing an argument is one store."""
 
-    __slots__ = ("driver", "fn", "holders", "params", "dims", "kinds", "n_ptrs")
+    __slots__ = ("driver", "fn", "holders", "params", "params_ptr", "dims", "kinds", "n_ptrs")
 
     def __init__(self, driver, fn, spec, ptrs, scalars):
         self.driver, self.fn, self.n_ptrs = driver, fn, len(ptrs)
         self.kinds = [k for _, k in spec.scalars]
         self.holders = [np.array([v]) for v in _arg_arrays([0] * len(ptrs), spec, [0] * len(scalars))]
         self.params = np.array([h.ctypes.data for h in self.holders], dtype=np.uint64)
+        self.params_ptr = self.params.ctypes.data  # the block never moves: its address, found once
         grid, block = getattr(spec, "grid", None) or (_grid(spec), 1, 1), getattr(spec, "block", None) or (BLOCK, 1, 1)
         self.dims = (*grid, *block)
         for i, p in enumerate(ptrs):
@@ -76,7 +89,7 @@ class _BindingsLaunch:
 
     def launch(self):
         d = self.driver
-        d._ok(d.cu.cuLaunchKernel(self.fn, *self.dims, 0, d.stream, self.params.ctypes.data, 0))
+        d._ok(d.cu.cuLaunchKernel(self.fn, *self.dims, 0, d.stream, self.params_ptr, 0))
 
 
 class EmulatedDriver:
@@ -123,7 +136,7 @@ class EmulatedDriver:
         fn(ptrs, scalars)
 
     def prepare(self, fn, spec, ptrs, scalars):
-        return PreparedLaunch(self, fn, spec, ptrs, scalars)
+        return _EmulatedLaunch(self, fn, spec, ptrs, scalars)
 
     def synchronize(self):
         pass

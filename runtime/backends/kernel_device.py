@@ -175,13 +175,16 @@ class KernelDevice(LoweringDevice, DeviceBackend):
         ptrs = {}
         for o, (block, nbytes) in zip(extra.values(), blocks):
             if isinstance(o, np.ndarray):
-                start = now()
-                self.driver.upload(block.ptr, np.ascontiguousarray(o))
-                LOG.record_bytes("h2d", o.nbytes, node.id, node.op, "index-grouping", self.name, start,
-                                 now() - start)
+                self.upload_grouping(node, block.ptr, o)
             self._temps.append((block, nbytes))  # freed at the next wait, when the launches have run
             ptrs[id(o)] = block.ptr
         return ptrs
+
+    def upload_grouping(self, node, ptr, host):
+        """Queue the upload of an index grouping `node`'s launches read (logged as "index-grouping")."""
+        start = now()
+        self.driver.upload(ptr, np.ascontiguousarray(host))
+        LOG.record_bytes("h2d", host.nbytes, node.id, node.op, "index-grouping", self.name, start, now() - start)
 
     # ---- policy and launch --------------------------------------------------------------------------
     def lower(self, node, operands):
@@ -199,10 +202,7 @@ class KernelDevice(LoweringDevice, DeviceBackend):
         start = self.driver.event() if self._timing() else None
         for launch in launches:
             ptrs = [self._pointer(operand, args, out_block.ptr, temps) for operand in launch.operands]
-            tag = 0
-            if launch.check is not None:
-                self._checks.append(launch.check)
-                tag = len(self._checks)  # names this launch's check in the status word
+            tag = self.add_check(launch.check) if launch.check is not None else 0
             scalars = scalar_values(launch, node, args, tag) if launch.scalars else ()
             self.driver.launch(self._function(launch.spec), launch.spec, ptrs, scalars)
         if start is not None:
@@ -217,24 +217,34 @@ class KernelDevice(LoweringDevice, DeviceBackend):
             return temps[id(operand)]
         return args[operand].ptr
 
-    def launch_calls(self, node, launches, args, out_ptr, scratch=None):
+    def add_check(self, check):
+        """Register a device index check (op, axis, size) for the next wait's status read; returns the
+        tag its kernel writes into the status word if an index is out of range."""
+        self._checks.append(check)
+        return len(self._checks)
+
+    def launch_calls(self, node, launches, args, out_ptr, scratch=None, tag=None):
         """`launches` of `node` as driver calls (function, spec, pointers, scalars) for a replay that
-        launches them itself (runtime/launch_plan.py), or None when one needs per-call work (a host
-        temporary, a device index check). `args` may stand in for values: a device operand's `ptr`, a
-        0-d operand's `item()`; `scratch(operand)` gives a Scratch operand's pointer (None: refuse)."""
+        launches them itself (runtime/launch_plan.py), or None when one needs per-call work the replay
+        cannot do (a device index check). `args` may stand in for values: a device operand's `ptr`, a
+        0-d operand's `item()`; `scratch(operand)` gives the pointer of a Scratch operand or of a host
+        array uploaded for the launch (a scatter's grouping, which the replay rebuilds and uploads
+        there: `upload_grouping`); `tag(launch)` stands for the tag of a launch checking indices on the
+        device (`add_check` at each replay). Without `scratch` or `tag`, what needs them refuses."""
         temps = {}
         for launch in launches:
-            if launch.check is not None:
+            if launch.check is not None and tag is None:
                 return None
             for o in launch.operands:
-                if isinstance(o, Scratch) and scratch is not None:
+                if isinstance(o, (Scratch, np.ndarray)) and scratch is not None:
                     if id(o) not in temps:
                         temps[id(o)] = scratch(o)
-                elif not (o is OUT or isinstance(o, int)):
+                elif not (o is OUT or isinstance(o, int) or (o is STATUS and tag is not None)):
                     return None
         return [(self._function(launch.spec), launch.spec,
                  [self._pointer(operand, args, out_ptr, temps) for operand in launch.operands],
-                 scalar_values(launch, node, args) if launch.scalars else [])
+                 scalar_values(launch, node, args, tag(launch) if launch.check is not None else 0)
+                 if launch.scalars else [])
                 for launch in launches]
 
     def prepare(self, call):

@@ -37,13 +37,42 @@ class Scratch:
 
 class Launch:
     """One kernel launch: the spec, its buffer operands in spec order, where its runtime scalars come
-    from (see `scalar_values`), and for index kernels checked on the device, (op, axis, size) to name
-    in the error they may report. A Launch holds no per-call values, so it can be reused for every
-    node of the same structure."""
-    __slots__ = ("spec", "operands", "scalars", "check")
+    from (see `scalar_values`), and for index kernels: `check`, (op, axis, size) when the device checks
+    the bounds (to name in the error it may report); `host_check`, the same when the host checked them
+    on its copy of the indices (operand 1); `host_group`, the destination count when the host grouped
+    them (a scatter's `order` and `starts`, operands 2 and 3). Launches that depend on the host's view of
+    the indices are remade for other indices by `for_indices`; otherwise a Launch holds no per-call
+    values, so it can be reused for every node of the same structure."""
+    __slots__ = ("spec", "operands", "scalars", "check", "host_check", "host_group")
 
-    def __init__(self, spec, operands, scalars=(), check=None):
+    def __init__(self, spec, operands, scalars=(), check=None, host_check=None, host_group=None):
         self.spec, self.operands, self.scalars, self.check = spec, list(operands), list(scalars), check
+        self.host_check, self.host_group = host_check, host_group
+
+
+def for_indices(launches, index):
+    """`launches` made valid for `index` (the Buffer of their operand 1, or None): themselves if none
+    depends on the host's view of the indices; else, with the host's copy, after checking the bounds
+    again (IndexError) and with a scatter's grouping rebuilt; None when the host has no copy (lowering
+    anew would have the device check them)."""
+    if all(launch.host_check is None and launch.host_group is None for launch in launches):
+        return launches
+    if index is None or not index.on_host:
+        return None
+    remade = []
+    for launch in launches:
+        if launch.host_check is not None:
+            op, axis, size = launch.host_check
+            check_bounds(op, index.host, size, axis)
+        if launch.host_group is not None:
+            launch = _scatter_take_launch(launch.spec, index.host, launch.host_group)
+        remade.append(launch)
+    return remade
+
+
+def _scatter_take_launch(spec, index, size):
+    order, starts = gidx.group_by_destination(index, size)
+    return Launch(spec, [OUT, 0, order, starts], host_group=size)
 
 
 def scalar_values(launch, node, args, tag=0):
@@ -222,7 +251,7 @@ def _index(node, operands, has_double, device_checks):
         if dev:
             return [Launch(spec, [OUT, 0, 1, STATUS], [("tag",)], (op, axis, size))]
         check_bounds(op, host, size, axis)
-        return [Launch(spec, [OUT, 0, 1])]
+        return [Launch(spec, [OUT, 0, 1], host_check=(op, axis, size))]
     if node.op == "take":
         x = operands[0]
         n_index = int(np.prod(index.shape, dtype=np.int64))
@@ -233,9 +262,8 @@ def _index(node, operands, has_double, device_checks):
         return launch(gidx.take_along(x.shape, _dt(x.dtype), index.shape, _dt(index.dtype), node.shape, axis, dev),
                       "gather", x.shape[axis])
     if node.op == "scatter_take":
-        order, starts = gidx.group_by_destination(host, a["shape"][axis])
         spec = gidx.scatter_take(a["shape"], _dt(node.dtype), int(host.size), axis, has_double)
-        return [Launch(spec, [OUT, 0, order, starts])]
+        return [_scatter_take_launch(spec, host, a["shape"][axis])]
     if node.op == "scatter_take_along":
         g = operands[0]
         if any(g.shape[d] != node.shape[d] for d in range(len(node.shape)) if d != axis):
@@ -418,8 +446,9 @@ class LoweringDevice:
         launches = self._planned.pop(node.id, None) if self._planned else None
         if launches is None:
             launches = self.lower(node, [LaunchOperand(a) for a in args])
-        # Index launches may hold what the host saw of the indices (bounds, scatter order): never reused.
-        self._last = None if node.op in _INDEX else launches
+        # Index launches that hold what the host saw of the indices (a scatter's order), or rely on a
+        # check the host made of them, are reused only as `for_indices` remakes them.
+        self._last = launches
         return launches
 
     def last_launches(self):

@@ -1,0 +1,115 @@
+"""Where a launch plan's internal values live: fixed offsets in a few blocks of scratch device memory.
+
+Values that only prepared launches make and read get an offset in a chunk of scratch (greedy by size
+over their lifetimes, as TFLite's arena planner does); one chunk if the step's memory allows, else the
+chunk held at the peak is cut where the fewest bytes live across, until a replay adds no more device
+memory at its peak than the captured eager call did.
+"""
+
+from .memory import bucket
+
+ALIGN = 256
+
+
+def place(intervals):
+    """Offsets for (size, first, last) intervals in one block: largest first, each at the lowest gap
+    between the placed intervals whose lifetimes overlap its own. Returns (offsets, block size)."""
+    order = sorted(range(len(intervals)), key=lambda i: (-intervals[i][0], intervals[i][1]))
+    placed, offsets, total = [], [0] * len(intervals), 0
+    for i in order:
+        size, first, last = intervals[i]
+        busy = sorted((offsets[j], offsets[j] + intervals[j][0]) for j in placed
+                      if intervals[j][1] <= last and first <= intervals[j][2])
+        at = 0
+        for lo, hi in busy:
+            if at + size <= lo:
+                break
+            at = max(at, hi)
+        offsets[i] = at
+        total = max(total, at + size)
+        placed.append(i)
+    return offsets, total
+
+
+def aligned(nbytes):
+    return -(-max(nbytes, 1) // ALIGN) * ALIGN
+
+
+class Chunk:
+    """A block of scratch holding internal values at fixed offsets, allocated from the step that
+    makes the first of them to the step that reads the last."""
+
+    __slots__ = ("offsets", "size", "first", "last", "block", "base")
+
+    def __init__(self, members, internal):
+        offsets, self.size = place([internal[s] for s in members])
+        self.offsets = dict(zip(members, offsets))
+        self.first = min(internal[s][1] for s in members)
+        self.last = max(internal[s][2] for s in members)
+        self.block = self.base = None
+
+
+def layout(internal, externals, n_steps, eager_peak=None, replay_peak=None):
+    """Scratch chunks for the internal values {slot: (size, first, last)}, so that a planned replay
+    adds no more device memory at its peak than the captured eager call did (`eager_peak` bytes), nor
+    than a replay by the executors (one block per value; it added `replay_peak`) where that is more.
+    `externals` are the other results as (bytes, made, freed) steps; what the model leaves out (inputs
+    held to the end, index temporaries) is the measured replay's excess over its model. One chunk if
+    it fits; else the chunk held at the peak is cut where the fewest bytes live across (the values
+    living across becoming blocks of their own) until it fits, or every value has its own block."""
+    if not internal:
+        return []
+    one_each, _ = peak_of([(bucket(size), first, last) for size, first, last in internal.values()] + externals,
+                           n_steps)
+    budget = one_each
+    if eager_peak is not None and replay_peak is not None:
+        budget = max(one_each, eager_peak - (replay_peak - one_each))
+    groups = [sorted(internal, key=lambda s: internal[s][1])]
+    while True:
+        chunks = [Chunk(g, internal) for g in groups]
+        peak, at = peak_of([(bucket(c.size), c.first, c.last) for c in chunks] + externals, n_steps)
+        if peak <= budget:
+            return chunks
+        held = [i for i, c in enumerate(chunks) if c.first <= at <= c.last and len(groups[i]) > 1]
+        if not held:
+            return chunks
+        i = max(held, key=lambda i: chunks[i].size)
+        groups[i:i + 1] = _cut(groups[i], internal)
+
+
+def _cut(group, internal):
+    """`group` split at the step where the fewest bytes live across: the values before, those after,
+    and each value living across on its own."""
+    first, last = min(internal[s][1] for s in group), max(internal[s][2] for s in group)
+    across = [0] * (last - first + 2)
+    for s in group:
+        size, a, b = internal[s]
+        across[a - first + 1] += size  # lives across every cut c with a < c <= b
+        across[b - first + 1] -= size
+    best, best_bytes, running = None, None, 0
+    for c in range(first + 1, last + 1):
+        running += across[c - first]
+        if best_bytes is None or running < best_bytes:
+            best, best_bytes = c, running
+    if best is None:
+        return [[s] for s in group]
+    before = [s for s in group if internal[s][2] < best]
+    after = [s for s in group if internal[s][1] >= best]
+    parts = [part for part in (before, after) if part]
+    parts += [[s] for s in group if internal[s][1] < best <= internal[s][2]]
+    return parts if len(parts) > 1 else [[s] for s in group]
+
+
+def peak_of(blocks, n_steps):
+    """The most bytes held at once by (size, allocated before step, freed after step) blocks, and
+    the first step where it is held."""
+    delta = [0] * (n_steps + 1)
+    for size, first, last in blocks:
+        delta[first] += size
+        delta[last + 1] -= size
+    held = peak = at = 0
+    for k, d in enumerate(delta):
+        held += d
+        if held > peak:
+            peak, at = held, k
+    return peak, at
