@@ -7,8 +7,8 @@
    reports the GPU, driver, NVRTC, and which driver binding lazytensor uses (cuda-bindings or pycuda).
 2. The CUDA test suite on the GPU: tests/test_cuda_backend.py (bit-identity vs NumPy for the contract's op
    classes, tolerances for matmul and transcendentals, byte-identical RNG, deterministic scatter-add run
-   twice, a training step's transfers) and tests/test_kernel_sources.py, with
-   LAZYTENSOR_TEST_CUDA_DRIVER set to the binding found.
+   twice, a training step's transfers), tests/test_kernel_sources.py and test_jit.py's CUDA tests
+   (compiled replays vs eager steps), with LAZYTENSOR_TEST_CUDA_DRIVER set to the binding found.
 3. Op micro-benchmarks (bench/ops.py's cases): lazytensor on the GPU vs NumPy vs PyTorch CUDA if
    installed; GPU timings after a synchronize, medians of several rounds after warm-up.
 4. The GPT training step (tiny and small): lazytensor CUDA vs PyTorch CUDA (same weights, same batches)
@@ -105,8 +105,11 @@ def _tests(lines, driver):
         return
     env = dict(os.environ, LAZYTENSOR_TEST_CUDA_DRIVER=driver)
     t0 = time.perf_counter()
+    # test_jit's CUDA tests: compiled replays on the driver (prepared launches, index kernels' checks
+    # and groupings, state written over its old blocks) against eager steps, byte for byte.
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
-                           "tests/test_cuda_backend.py", "tests/test_kernel_sources.py"],
+                           "tests/test_cuda_backend.py", "tests/test_kernel_sources.py", "tests/test_jit.py",
+                           "-k", "not test_jit or cuda or CUDA or planned or bad_target"],
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     tail = done.stdout.strip().splitlines()[-25:] if done.returncode else done.stdout.strip().splitlines()[-1:]
     lines.append(f"- pytest (driver {driver}) rc {done.returncode} in {time.perf_counter() - t0:.0f} s:")

@@ -347,8 +347,10 @@ def _bind(variant, arg_tensors):
 
 
 def _replay(variant, bound):
-    donors = _donors(variant)  # before the Buffers are gathered: those references would count
-    buffers = variant.program.run({key: t._node.buffer for key, t in bound.items()}, donors)
+    program = variant.program
+    # The donors first: gathering the bound Buffers adds references that would make them look shared.
+    donors = _donors(variant) if program.updates_in_place else None
+    buffers = program.run({key: t._node.buffer for key, t in bound.items()}, donors)
     outs = [Tensor(hostio.value_node(b)) for b in buffers[:variant.n_outs]]
     for ref, k in variant.rebinds:
         t = ref()

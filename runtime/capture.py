@@ -222,6 +222,12 @@ class Program:
     def __len__(self):
         return self._kernels
 
+    @property
+    def updates_in_place(self):
+        """Whether a replay can write replaced state over the old values (a launch plan that can): only
+        then are `run`'s donors worth finding."""
+        return bool(self._plan) and self._plan.can_update
+
     @serialized
     def run(self, bound, donors=None):
         """Replay: Python hooks, fresh random streams, then every step. Returns the output Buffers.

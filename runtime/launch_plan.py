@@ -217,7 +217,7 @@ class LaunchPlan:
         allocated just before it, and the executors' steps from there on (an index kernel of the loss,
         say) run just before it too; if one of those reads a value made from there on, the plan never
         overwrites."""
-        self._updates, self._update_actions, self.update_peak_bytes = {}, None, None
+        self._updates, self._update_actions, self.update_peak_bytes, self.can_update = {}, None, None, False
         steps = self._steps
         producer = {steps[k].out: k for k in self._calls}
         updates = {s: producer[s] for s in program.replaced_slots if s in producer}
@@ -237,7 +237,7 @@ class LaunchPlan:
                 return
             else:
                 hoisted.append(k)
-        self._updates = updates
+        self._updates, self.can_update = updates, True
         self._update_specs = [(s, k, _node(steps[k]).shape, _node(steps[k]).dtype) for s, k in updates.items()]
         self._update_bytes = {s: bucket(max(_node(steps[k]).nbytes, 1)) for s, k in updates.items()}
         # Slots of bound values (only those can hold a donor: the program holds its constants), by the

@@ -99,6 +99,11 @@ def test_replayed_steps_equal_eager_steps_bit_for_bit_with_dropout_and_a_schedul
     _same(eager, compiled)
 
 
+@pytest.mark.slow
+def test_fifty_replayed_steps_equal_fifty_eager_steps_bit_for_bit_with_dropout(where):
+    _same(_train(False, steps=50), _train(True, steps=50))
+
+
 def test_a_replay_builds_no_graph_only_the_values_it_hands_back():
     model, opt, sched, step = _setup()
     fn = lt.jit(step)
@@ -460,6 +465,35 @@ def test_a_planned_replay_never_overwrites_a_value_someone_else_holds(cuda_devic
     assert all(np.array_equal(a, b) for a, b in zip(results[False][0], results[True][0]))
     # the two held values get new blocks; every other parameter, moment and .grad is updated in place
     assert results[True][1] == 4 * len(results[True][0]) - 2
+
+
+def _state_tensors(model, opt):
+    state = [opt.state[id(p)] for p in model.parameters()]
+    return list(model.parameters()) + [st[k] for st in state for k in ("exp_avg", "exp_avg_sq")] + \
+        [p.grad for p in model.parameters()]
+
+
+@settings(max_examples=5, deadline=None)
+@given(held=st.sets(st.integers(min_value=0, max_value=23), max_size=8))
+def test_replays_compute_what_eager_steps_compute_whichever_state_values_someone_holds(held):
+    """Any parameters, moments and .grad's held elsewhere (a detached handle, a host array) keep their
+    values; the rest are updated in place; every value equals the eager step's, byte for byte."""
+    results = []
+    for compiled in (False, True):
+        lt.set_device("cuda", driver="emulated", memory="64MB", offload="always")
+        model, opt, sched, step = _setup()
+        fn = lt.jit(step) if compiled else step
+        for i, (x, y) in enumerate(_batches(6)):
+            if i == 4:
+                kept = [(t.detach(), t.numpy().copy()) for j, t in enumerate(_state_tensors(model, opt))
+                        if j in held]
+                lt.reset_counters()
+            fn(lt.tensor(x), lt.tensor(y)).item()
+            sched.step()
+        assert all(np.array_equal(t.numpy(), value) for t, value in kept)
+        results.append(([t.numpy().copy() for t in _state_tensors(model, opt)], lt.counters()["updated_in_place"]))
+    assert all(np.array_equal(a, b) for a, b in zip(results[0][0], results[1][0]))
+    assert results[1][1] == 2 * 24 - len(held)  # the last two replays: only the held values get new blocks
 
 
 def test_a_planned_replay_drops_the_stale_host_copy_of_a_value_it_overwrites(cuda_device):
