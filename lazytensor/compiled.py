@@ -6,8 +6,12 @@ values, the default dtype, the device, grad mode), the first call runs eagerly (
 create their state), the second runs eagerly while the engine records every kernel (runtime/capture.py),
 and later calls replay the record: no graph, no autograd, no planning, only the kernels in order on the
 new values. Tensors that were alive before the call and that the call replaced (parameters, optimizer
-state, `.grad`) get the replay's values, in their own tensor objects; the random generator advances as
-the eager call would; optimizers' Python counters advance by hooks they register (`on_replay`).
+state, `.grad`) get the replay's values, in their own tensor objects (on a device whose replays run
+from a launch plan, written over the old values' device blocks when no one else holds an old value:
+a tensor sharing its node, a kept `.grad`, another reference to its Buffer; `_donors`); the random
+generator advances as the eager call would; optimizers' Python counters advance by hooks they register
+(`on_replay`). The check for other holders is made when the call starts: a thread that takes a new
+reference to a parameter while another thread's replay runs may see the updated value.
 
 A replay runs no Python of the function. So a capture is refused (a one-line `JitWarning`, and the
 function then runs eagerly for that guard) when the call reads or writes values on the host (`.item()`,
