@@ -139,6 +139,20 @@ def test_the_compiled_step_trains_byte_identically_to_the_eager_step(device):
     assert _params(compiled["model"]) == _params(eager["model"])
 
 
+def test_the_compiled_step_trains_byte_identically_to_the_eager_step_on_cuda(cuda_device):
+    """On CUDA the replays also write parameters, moments and gradients over their old device blocks,
+    between evaluations that read the parameters."""
+    kw = dict(steps=14, eval_iters=1, sample_chars=0, log_every=1, eval_every=7, dropout=0.1)
+    cuda_device(offload="always")
+    compiled = run(TrainConfig(**kw), out=io.StringIO())
+    assert lt.counters()["updated_in_place"] > 0
+    cuda_device(offload="always")
+    eager = run(TrainConfig(compile=False, **kw), out=io.StringIO())
+    assert _losses_by_step(compiled["history"]) == _losses_by_step(eager["history"])
+    assert compiled["history"]["val_loss"] == eager["history"]["val_loss"]
+    assert _params(compiled["model"]) == _params(eager["model"])
+
+
 def test_the_training_loop_runs_at_its_unprofiled_speed_on_cuda(cuda_device):
     """No kernel records or events inside the loop: compiled replays take their prepared launches."""
     cuda_device(offload="policy")
