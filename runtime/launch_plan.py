@@ -5,8 +5,9 @@ microseconds of Python per kernel (operand residency, block allocation, a Buffer
 list). On a device that can prepare launches (`KernelDevice`: the CUDA drivers) a `LaunchPlan` does that
 work once, at the first replay:
 
-- each device kernel of the program becomes a prepared driver launch (`KernelDevice.launch_calls`,
-  `group_call`, `prepare`): a replay calls it with no further Python than the call. Index kernels too:
+- each device kernel of the program becomes a prepared driver launch (runtime/launch_calls.py,
+  `KernelDevice.launch_calls`, `group_call`, `prepare`): a replay calls it with no further Python than
+  the call. Index kernels too:
   bounds the host checked when captured are checked again on the host's copy of the new indices, a
   scatter's grouping is rebuilt there and uploaded (logged as in the eager run), a device-checked
   kernel gets its status tag; a reshape that kept a host copy keeps one again;
@@ -35,30 +36,10 @@ from ..kernels.gpu.index import group_by_destination
 from ..kernels.reference.creation import full
 from . import copies, rng, scratch_layout
 from .backends.lowering import for_indices, rng_key_patches, rng_key_words
+from .launch_calls import Stand, step_calls
 from .memory import bucket
 from .residency import Buffer
 from .transfers import LOG
-
-
-class _Stand:
-    """Stands for slot `slot`'s value while launches are built: a device pointer, or a 0-d value."""
-
-    __slots__ = ("slot",)
-
-    def __init__(self, slot):
-        self.slot = slot
-
-    def item(self):
-        return self
-
-
-class _StandArray:
-    """A device operand while launches are built: its shape and dtype, and a stand-in pointer."""
-
-    __slots__ = ("ptr", "shape", "dtype")
-
-    def __init__(self, slot, shape, dtype):
-        self.ptr, self.shape, self.dtype = _Stand(slot), shape, dtype
 
 
 class NoMemory(Exception):
@@ -71,43 +52,6 @@ def supports(device):
     return hasattr(device, "launch_calls")
 
 
-def _calls(k, step, device, scratch, groups, tags):
-    """The driver calls of step `k` if the plan launches it itself, or None (the executors run it).
-    A Scratch block its launches share, or a host array uploaded for them, becomes an internal value of
-    its own, living for that step: scratch[("scratch", k, n)] = its bytes; for a scatter's grouping,
-    groups[k] = (the indices' slot, destinations, the keys of `order` and `starts`); for a launch that
-    checks indices on the device, tags[("tag", k, n)] = its check (a tag registered at each replay)."""
-    if step.backend is not device or step.kind not in ("node", "device_group"):
-        return None
-    if step.kind == "node" and step.launches is None:
-        return None
-    args = [_Stand(s) if param else _StandArray(s, shape, dtype)
-            for s, param, shape, dtype in zip(step.ins, step.params, step.shapes, step.dtypes)]
-    if step.kind == "node":
-        mine, keys = {}, {}
-
-        def stand(operand):
-            key = keys[id(operand)] = ("scratch", k, len(mine))
-            mine[key] = operand.nbytes
-            return _Stand(key)
-        mine_tags = {}
-
-        def tag(launch):
-            key = ("tag", k, len(mine_tags))
-            mine_tags[key] = launch.check
-            return _Stand(key)
-        calls = device.launch_calls(step.what, step.launches, args, _Stand(step.out), stand, tag)
-        if calls is not None:
-            scratch.update(mine)
-            tags.update(mine_tags)
-            for launch in step.launches:
-                if launch.host_group is not None:
-                    groups[k] = (step.ins[1], launch.host_group, keys[id(launch.operands[2])],
-                                 keys[id(launch.operands[3])])
-        return calls
-    return [device.group_call(step.what, args, _Stand(step.out))]
-
-
 class LaunchPlan:
     """The prepared launches of one Program on one device, the scratch layout, and the actions of a
     replay in order. `run(slots, execute)` replays; `execute(k, operands)` runs step k the generic way."""
@@ -116,7 +60,7 @@ class LaunchPlan:
         steps, self.device, self.memory = program.steps, device, device.memory
         scratch, groups, tags = {}, {}, {}
         calls = {k: c for k, step in enumerate(steps)
-                 if (c := _calls(k, step, device, scratch, groups, tags)) is not None}
+                 if (c := step_calls(k, step, device, scratch, groups, tags)) is not None}
         # A launch that took a value made inside the program as a scalar (a 0-d result that was on the
         # host when captured: read, or evicted under a tight budget) runs through the executors, which
         # read it when it exists; a prepared launch could only read values known before the replay.
@@ -162,13 +106,13 @@ class LaunchPlan:
         for k, raw in calls.items():
             prepared[k] = []
             for fn, spec, ptrs, scalars in raw:
-                p = device.prepare((fn, spec, [0 if isinstance(v, _Stand) else v for v in ptrs],
-                                    [0 if isinstance(v, _Stand) else v for v in scalars]))
+                p = device.prepare((fn, spec, [0 if isinstance(v, Stand) else v for v in ptrs],
+                                    [0 if isinstance(v, Stand) else v for v in scalars]))
                 for i, v in enumerate(ptrs):
-                    if isinstance(v, _Stand):
+                    if isinstance(v, Stand):
                         self._ptr_uses[v.slot].append((p, i))
                 for j, v in enumerate(scalars):
-                    if isinstance(v, _Stand):
+                    if isinstance(v, Stand):
                         self._value_uses[v.slot].append((p, j))
                 prepared[k].append(p)
         # Random kernels: their RNG key words, patched at each replay for its fresh streams.
