@@ -171,7 +171,9 @@ class LaunchPlan:
         hoisted, late = [], set()
         for k in range(first, len(steps)):
             step = steps[k]
-            if k in self._checks and self._checks[k][0] in late or k in self._groups and self._groups[k][1] in late:
+            checked = self._checks[k][0] if k in self._checks else None  # indices read on the host
+            grouped = self._groups[k][1] if k in self._groups else None
+            if checked in late or grouped in late:
                 return
             if k in self._folded:
                 continue
