@@ -7,10 +7,9 @@ work once, at the first replay:
 
 - each device kernel of the program becomes a prepared driver launch (runtime/launch_calls.py,
   `KernelDevice.launch_calls`, `group_call`, `prepare`): a replay calls it with no further Python than
-  the call. Index kernels too:
-  bounds the host checked when captured are checked again on the host's copy of the new indices, a
-  scatter's grouping is rebuilt there and uploaded (logged as in the eager run), a device-checked
-  kernel gets its status tag; a reshape that kept a host copy keeps one again;
+  the call. Index kernels too: bounds the host checked when captured are checked again on the host's
+  copy of the new indices, a scatter's grouping is rebuilt there and uploaded (logged as in the eager
+  run), a device-checked kernel gets its status tag; a reshape that kept a host copy keeps one again;
 - values produced and consumed only by such kernels ("internal"), and the Scratch blocks and uploaded
   groupings a node's kernels share, get fixed offsets in scratch chunks (runtime/scratch_layout.py),
   allocated from the device's memory for the duration of the replay and given back after it, so their
