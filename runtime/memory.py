@@ -223,7 +223,7 @@ class DeviceMemory:
         self._pin_scopes.append(held)
 
     def unpin_scope(self, held):
-        self._pin_scopes.remove(held)
+        self._pin_scopes = [scope for scope in self._pin_scopes if scope is not held]  # by identity
 
     def pinning(self, buffers):
         """Keep `buffers` from being evicted inside a `with` block (the operands of the kernel being run)."""
