@@ -280,6 +280,8 @@ def _permute(inputs, out, attrs, g):
 
 def _slice(inputs, out, attrs, g):
     (a,) = inputs
+    if "squeeze" in attrs:  # the gradient gets back the axes the slice dropped
+        g = g.reshape(*(len(range(*slice(*s).indices(n))) for s, n in zip(attrs["slices"], a.shape)))
     return (Tensor._from_op("pad_slice", (g,), {"slices": attrs["slices"], "shape": a.shape}, a.shape, g.dtype),)
 
 

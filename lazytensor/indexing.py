@@ -152,7 +152,12 @@ def getitem(x, key):
     out = x
     if any(s != (0, n, 1) for s, n in zip(slices, x.shape)):
         sliced = tuple(len(range(s[0], -1 if s[1] is None else s[1], s[2])) for s in slices)
-        out = Tensor._from_op("slice", (x,), {"slices": tuple(slices)}, sliced, x.dtype)
+        attrs = {"slices": tuple(slices)}
+        squeeze = tuple(d for d, k in enumerate(k for k in items if k is not None) if isinstance(k, int))
+        if squeeze and None not in items:  # the integers' axes dropped by the same copy (x[i]: one node)
+            attrs["squeeze"] = squeeze
+            sliced = tuple(shape)
+        out = Tensor._from_op("slice", (x,), attrs, sliced, x.dtype)
     return out.reshape(*shape)
 
 

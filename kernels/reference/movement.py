@@ -18,7 +18,9 @@ def expand(attrs, x):
 
 
 def slice_(attrs, x):
-    return x[tuple(slice(*s) for s in attrs["slices"])]
+    """x[slices], without the axes `squeeze` names (each of extent 1: an integer index's)."""
+    out = x[tuple(slice(*s) for s in attrs["slices"])]
+    return np.squeeze(out, axis=attrs["squeeze"]) if "squeeze" in attrs else out
 
 
 def cat(attrs, *xs):

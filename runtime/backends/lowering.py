@@ -162,6 +162,8 @@ def _movement(node, operands):
         return [Launch(_copy(node, x.shape, x.dtype, ew.broadcast_strides(x.shape, node.shape), 0), [OUT, 0])]
     if op == "slice":
         strides, offset = _slice_geometry(x.shape, a["slices"])
+        squeeze = a.get("squeeze", ())
+        strides = tuple(st for d, st in enumerate(strides) if d not in squeeze)
         return [Launch(_copy(node, x.shape, x.dtype, strides, offset), [OUT, 0])]
     if op == "pad_slice":
         zero = ew.strided_map("fill", node.shape, (_dt(node.dtype), ew.contiguous_strides(node.shape), 0), [],
