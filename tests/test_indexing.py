@@ -19,6 +19,24 @@ def test_basic_slicing_matches_numpy_and_stays_lazy(key, rng):
     np.testing.assert_array_equal(sub.numpy(), x[key])
 
 
+@pytest.mark.parametrize("key", [(1,), (-1, slice(None, None, 2)), (slice(None), 2), (Ellipsis, 0)], ids=str)
+def test_an_integer_index_is_one_node_that_drops_its_axis(key, rng, cuda_device):
+    """x[i] is a single slice that drops the axis in its own copy: on a device, one kernel; its gradient
+    lands where it read."""
+    x = rng.normal(size=(3, 4, 5)).astype(np.float32)
+    cuda_device(offload="always")
+    t = lt.tensor(x, requires_grad=True)
+    sub = t[key]
+    assert sub._node.op == "slice" and sub._node.inputs == (t._node,)
+    lt.reset_counters()
+    np.testing.assert_array_equal(sub.numpy(), x[key])
+    assert lt.counters()["kernels"] == 1
+    (sub * 3).sum().backward()
+    expected = np.zeros_like(x)
+    expected[key] = 3
+    np.testing.assert_array_equal(t.grad.numpy(), expected)
+
+
 def test_integer_on_every_axis_reads_one_element_and_downloads_once(rng):
     x = rng.normal(size=(3, 4))
     t = lt.tensor(x) * 2
