@@ -149,9 +149,9 @@ class LaunchPlan:
         self.peak_bytes, _ = scratch_layout.peak_of(
             [(bucket(c.size), c.first, c.last) for c in self._chunks] + externals, len(steps))
         self._actions = self._build_actions()
-        self._plan_updates(program, results, produced, readers)
+        self._plan_updates(program, results, readers)
 
-    def _plan_updates(self, program, results, produced, readers):
+    def _plan_updates(self, program, results, readers):
         """The replay that writes replaced state (program.replaced_slots: parameters, optimizer moments,
         .grad's) over the old values' device blocks, when the caller hands those over (`run`'s `donors`).
         Every such value must come from a prepared launch, and from the first of those launches on,

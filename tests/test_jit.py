@@ -435,16 +435,23 @@ def _state_blocks(model, opt):
     return [weakref.ref(t._node.buffer) for t in tensors], [t._node.buffer.device.ptr for t in tensors]
 
 
-def test_a_planned_replay_writes_parameters_moments_and_grads_over_their_own_device_blocks(cuda_device):
-    cuda_device(offload="always")
+def _four_steps(compiled):
+    """On the CUDA device the fixture started: the model, its optimizer, the step (compiled or not) after
+    four calls, and the fifth batch."""
     model, opt, sched, step = _setup()
-    fn = lt.jit(step)
+    fn = lt.jit(step) if compiled else step
     data = _batches(5)
     for x, y in data[:4]:
         fn(lt.tensor(x), lt.tensor(y)).item()
+    return model, opt, fn, (lt.tensor(data[4][0]), lt.tensor(data[4][1]))
+
+
+def test_a_planned_replay_writes_parameters_moments_and_grads_over_their_own_device_blocks(cuda_device):
+    cuda_device(offload="always")
+    model, opt, fn, batch = _four_steps(True)
     refs, blocks = _state_blocks(model, opt)
     lt.reset_counters()
-    fn(lt.tensor(data[4][0]), lt.tensor(data[4][1])).item()
+    fn(*batch).item()
     refs_after, blocks_after = _state_blocks(model, opt)
     assert all(a() is b() is not None for a, b in zip(refs, refs_after)) and blocks_after == blocks
     assert lt.counters()["updated_in_place"] == len(refs) == 4 * len(list(model.parameters()))
@@ -454,16 +461,12 @@ def test_a_planned_replay_never_overwrites_a_value_someone_else_holds(cuda_devic
     results = {}
     for compiled in (False, True):
         cuda_device(offload="always")
-        model, opt, sched, step = _setup()
-        fn = lt.jit(step) if compiled else step
-        data = _batches(5)
-        for x, y in data[:4]:
-            fn(lt.tensor(x), lt.tensor(y)).item()
+        model, opt, fn, batch = _four_steps(compiled)
         first, last = list(model.parameters())[0], list(model.parameters())[-1]
         held = [first.detach(), last.grad]  # a second handle on a parameter's value, a .grad kept
         snapshots = [t.numpy().copy() for t in held]
         lt.reset_counters()
-        fn(lt.tensor(data[4][0]), lt.tensor(data[4][1])).item()
+        fn(*batch).item()
         assert all(np.array_equal(t.numpy(), s) for t, s in zip(held, snapshots))
         assert not np.array_equal(first.numpy(), snapshots[0])
         results[compiled] = ([p.numpy().copy() for p in model.parameters()], lt.counters()["updated_in_place"])
@@ -500,16 +503,12 @@ def test_a_planned_replay_drops_the_stale_host_copy_of_a_value_it_overwrites(cud
     results = {}
     for compiled in (False, True):
         cuda_device(offload="always")
-        model, opt, sched, step = _setup()
-        fn = lt.jit(step) if compiled else step
-        data = _batches(5)
-        for x, y in data[:4]:
-            fn(lt.tensor(x), lt.tensor(y)).item()
+        model, opt, fn, batch = _four_steps(compiled)
         p = list(model.parameters())[0]
         old = p.numpy()  # the value now has a host copy too (it stays the caller's, unchanged)
         kept = old.copy()
         lt.reset_counters()
-        fn(lt.tensor(data[4][0]), lt.tensor(data[4][1])).item()
+        fn(*batch).item()
         assert np.array_equal(old, kept)
         results[compiled] = (p.numpy().copy(), lt.counters()["updated_in_place"])
     assert results[True][1] > 0 and np.array_equal(results[True][0], results[False][0])
