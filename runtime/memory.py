@@ -3,6 +3,7 @@ frees, weakref finalizers that free a dropped value's device copy, and the pinne
 import collections
 import contextlib
 import gc
+import math
 import sys
 import time
 import weakref
@@ -314,7 +315,7 @@ class PinnedPool:
     def take(self, shape, dtype):
         """A host array of `shape`/`dtype` backed by a pooled block (a fresh array past the cap)."""
         dtype = np.dtype(dtype)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        nbytes = math.prod(shape) * dtype.itemsize
         if nbytes == 0:
             return np.empty(shape, dtype)
         size = max(4096, 1 << (nbytes - 1).bit_length())

@@ -9,6 +9,8 @@ memory, and the transfer log then shows what happened instead. The copies are th
 device's own bookkeeping copies (a scatter's index groupings, its status word: reasons
 `index-grouping`, `status-read`, `status-reset`) are in the transfer log only.
 """
+import math
+
 import numpy as np
 
 from . import constants, devices, fusion, policy
@@ -36,7 +38,7 @@ class PlannedValue:
 
     @property
     def size(self):
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def nbytes(self):

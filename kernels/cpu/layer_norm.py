@@ -84,7 +84,7 @@ def layer_norm_grad_rows(x, g, out, eps_cell):
 def run(op, axes, eps, arrays, dtype, split=serial):
     """The op over trailing `axes` of same-shape `arrays`, rows in pieces by `split(fn, rows, work)`."""
     shape = arrays[0].shape
-    k = int(np.prod([shape[d] for d in axes], dtype=np.int64))
+    k = math.prod([shape[d] for d in axes])
     rows = [np.ascontiguousarray(a, dtype=dtype).reshape(-1, k) for a in arrays]
     out = np.empty(shape, dtype)
     flat = out.reshape(-1, k)

@@ -5,6 +5,8 @@ blocked sum) starts from its first element and adds the rest in row-major order 
 positions; no fast-math, so LLVM may not reassociate. The results are bit-identical to the reference.
 A blocked sum's partials are independent, so their loops vectorize where a left fold cannot.
 """
+import math
+
 import numba as nb
 import numpy as np
 
@@ -169,8 +171,8 @@ def layout(x, axes):
     """(kind, 2-D array): "rows" (M, K) when the reduced positions of an output are contiguous,
     "cols" (K, M) when the reduced axes lead, with K in row-major order of the reduced axes either way."""
     kept = [d for d in range(x.ndim) if d not in axes]
-    k = int(np.prod([x.shape[d] for d in axes], dtype=np.int64))
-    m = int(np.prod([x.shape[d] for d in kept], dtype=np.int64))
+    k = math.prod([x.shape[d] for d in axes])
+    m = math.prod([x.shape[d] for d in kept])
     if list(axes) == list(range(x.ndim - len(axes), x.ndim)):
         return "rows", np.ascontiguousarray(x).reshape(m, k)
     if list(axes) == list(range(len(axes))):

@@ -1,9 +1,8 @@
 """The register-tiled float32 matmul (matmul_tiled.cu) as a launchable kernel description."""
 import hashlib
+import math
 import os
 import string
-
-import numpy as np
 
 from .. import settings
 from ..gpu.spec import cached
@@ -32,7 +31,7 @@ class TiledMatmul:
 
     def __init__(self, batch, n, k, m, a_strides, b_strides):
         self.batch = tuple(int(b) for b in batch)
-        nbatch = int(np.prod(self.batch, dtype=np.int64))
+        nbatch = math.prod(self.batch)
         self.values = dict(N=int(n), K=int(k), M=int(m), A_BASE=_batch_offset(self.batch, a_strides),
                            B_BASE=_batch_offset(self.batch, b_strides))
         text = repr(sorted(self.values.items()))
@@ -55,6 +54,6 @@ def tiled_matmul(batch, n, k, m, a_strides, b_strides, dtype):
     would leave 63 of 64 rows of each tile idle), or more than 65535 stacked products (grid z)."""
     if dtype != "float32" or settings.get("cuda_matmul") == "naive":
         return None
-    if n * m < 4096 or min(n, m) < 16 or int(np.prod(batch, dtype=np.int64)) > 65535:
+    if n * m < 4096 or min(n, m) < 16 or math.prod(batch) > 65535:
         return None
     return TiledMatmul(batch, n, k, m, a_strides, b_strides)

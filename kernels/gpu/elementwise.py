@@ -5,6 +5,8 @@ The expressions follow the reference's rule (kernels/reference/elementwise.py): 
 `sqrt` and friends are correctly rounded, so with float32 operands and result they are computed in
 float32 directly: the same bits, and much faster on GPUs with few float64 units.
 """
+import math
+
 import numpy as np
 
 from ..ops import OPS as _RECORDS
@@ -121,7 +123,7 @@ def strided_map(kind, shape, out, ins, value, scalars=(), keep_dims=False):
     `out` and each of `ins` are (dtype, strides, offset) in elements; `value` is a C expression over the
     loaded elements v0.., the scalars s0.. and, with keep_dims, the indices i0.. of `shape`."""
     shape = tuple(int(n) for n in shape)
-    threads = int(np.prod(shape, dtype=np.int64))
+    threads = math.prod(shape)
     strides = [out[1]] + [x[1] for x in ins]
     if not keep_dims:
         shape, strides = collapse(shape, strides)
@@ -198,5 +200,5 @@ def fused(shape, recipe, input_shapes, param_buffers, has_double=True):
         dtypes.append(dt)
         lines.append(f"  const {ctype(dt)} t{n} = {value};")
     body = [index_code(shape)] + lines + [f"  y[gid] = t{len(instrs) - 1};"]
-    return KernelSpec("fused", buffers + param_bufs, scalars, int(np.prod(shape, dtype=np.int64)),
+    return KernelSpec("fused", buffers + param_bufs, scalars, math.prod(shape),
                       "\n".join(body))

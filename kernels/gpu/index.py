@@ -6,6 +6,8 @@ launch when the index has a host copy, as the reference raises; an index compute
 checked by the kernel instead (`device_check`): an out-of-range entry is replaced by 0 and reported
 in the status buffer `lt_err` as (tag, value), which the backend reads at its next wait.
 """
+import math
+
 import numpy as np
 
 from .elementwise import contiguous_strides, index_code
@@ -13,8 +15,8 @@ from .spec import KernelSpec, cached, ctype
 
 
 def _split(shape, axis):
-    pre = int(np.prod(shape[:axis], dtype=np.int64))
-    post = int(np.prod(shape[axis + 1:], dtype=np.int64))
+    pre = math.prod(shape[:axis])
+    post = math.prod(shape[axis + 1:])
     return pre, post
 
 
@@ -80,7 +82,7 @@ def take_along(x_shape, x_dtype, index_shape, index_dtype, out_shape, axis, devi
         f"  y[gid] = x0[{' + '.join(x_terms)}];"]
     buffers, scalars = _checked([("y", x_dtype, True), ("x0", x_dtype, False), ("ix", index_dtype, False)], (),
                                 device_check)
-    return KernelSpec("take_along", buffers, scalars, int(np.prod(out_shape, dtype=np.int64)), "\n".join(body))
+    return KernelSpec("take_along", buffers, scalars, math.prod(out_shape), "\n".join(body))
 
 
 @cached
@@ -103,7 +105,7 @@ def scatter_take_along(shape, dtype, g_shape, index_shape, index_dtype, axis, ha
             f"  y[gid] = ({ctype(dtype)})acc;"]
     buffers, scalars = _checked([("y", dtype, True), ("g", dtype, False), ("ix", index_dtype, False)], (),
                                 device_check)
-    return KernelSpec("scatter_take_along", buffers, scalars, int(np.prod(shape, dtype=np.int64)),
+    return KernelSpec("scatter_take_along", buffers, scalars, math.prod(shape),
                       "\n".join(body))
 
 

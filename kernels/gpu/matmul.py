@@ -2,7 +2,7 @@
 weight under a rank-3 activation is read in place, never copied per matrix). Not bit-identical to BLAS
 (accumulation order, FMA): tolerance documented in docs/NUMERICS.md. CUDA uses the register-tiled
 kernel in kernels/cuda/matmul_tiled.cu for float32 when the shapes allow."""
-import numpy as np
+import math
 
 from .elementwise import index_code
 from .spec import KernelSpec, cached, ctype
@@ -37,4 +37,4 @@ def matmul(batch, n, k, m, a_strides, b_strides, dtype, has_double=True):
             f"  for (i64 t = 0; t < {k}LL; ++t) acc += ({acc})a[lt_a + t] * ({acc})b[lt_b + t * {m}LL];",
             f"  y[gid] = ({ctype(dtype)})acc;"]
     buffers = [("y", dtype, True), ("a", dtype, False), ("b", dtype, False)]
-    return KernelSpec("matmul", buffers, (), int(np.prod(shape, dtype=np.int64)), "\n".join(body), fmad=True)
+    return KernelSpec("matmul", buffers, (), math.prod(shape), "\n".join(body), fmad=True)

@@ -7,6 +7,8 @@ over more than BLOCK_SPAN elements take the reference's blocked order; integer a
 in i64; amax/amin propagate NaN; argmax/argmin return the first position. A dialect without float64
 folds in float32 with Kahan compensation instead (not bit-identical, never blocked; see the docs).
 """
+import math
+
 import numpy as np
 
 from .. import ops
@@ -54,9 +56,9 @@ def _geometry(x_shape, axes):
     kept = [d for d in range(len(x_shape)) if d not in axes]
     kept_shape = tuple(x_shape[d] for d in kept)
     base = f"  const i64 lt_base = {offset_code(0, [strides[d] for d in kept])};"
-    count = int(np.prod([x_shape[d] for d in axes], dtype=np.int64))
+    count = math.prod([x_shape[d] for d in axes])
     red_shape, (red_strides,) = collapse(tuple(x_shape[d] for d in axes), [tuple(strides[d] for d in axes)])
-    return kept_shape, base, int(np.prod(kept_shape, dtype=np.int64)), count, red_shape, red_strides
+    return kept_shape, base, math.prod(kept_shape), count, red_shape, red_strides
 
 
 @cached

@@ -3,6 +3,8 @@ softmax.py is the definition). Each step is the elementwise expression the op ha
 widening and rounding), each sum the float64 left fold the reduction kernel does, so the result is
 what the composite graph computes on the device. Needs float64 (the folds and transcendentals).
 """
+import math
+
 import numpy as np
 
 from .. import ops
@@ -33,7 +35,7 @@ def along_axis(op, shape, axis, dtype):
     strides = contiguous_strides(shape)
     n, stride = shape[axis], strides[axis]
     kept = [d for d in range(len(shape)) if d != axis]
-    rows = int(np.prod([shape[d] for d in kept], dtype=np.int64))
+    rows = math.prod([shape[d] for d in kept])
     dts = [dt, dt]
 
     def ew(name, *args):

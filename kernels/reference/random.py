@@ -4,6 +4,8 @@ Element i of a draw with key (seed) and stream s reads counter (block, 0, s_lo, 
 implements these few integer operations produces the same bits. The transforms to floats use exact
 integer or power-of-two arithmetic, so the floats are identical too.
 """
+import math
+
 import numpy as np
 
 _M0, _M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
@@ -46,7 +48,7 @@ def uniform(attrs, draw=words):
     """low + (high - low) * u, computed in float64 and rounded once. `draw` is `words` or a function
     giving the same words faster (the numba backend's)."""
     shape, dtype = attrs["shape"], np.dtype(attrs["dtype"])
-    n = int(np.prod(shape, dtype=np.int64))
+    n = math.prod(shape)
     u = _uniform_unit(attrs["seed"], attrs["stream"], n, dtype, draw)
     lo, hi = attrs["low"], attrs["high"]
     return (lo + (hi - lo) * u).astype(dtype).reshape(shape)
@@ -65,7 +67,7 @@ def normal(attrs, draw=words):
     same bits; z has mean 0, variance 1 and passes a KS test against N(0, 1) at 10^6 samples.
     """
     shape, dtype = attrs["shape"], np.dtype(attrs["dtype"])
-    n = int(np.prod(shape, dtype=np.int64))
+    n = math.prod(shape)
     w = draw(attrs["seed"], attrs["stream"], 12 * n).reshape(n, 12)
     w = w.sum(axis=1, dtype=np.uint64).astype(np.float64) * 2.0 ** -32 - 6.0
     cube = w * w * w - 3.0 * w
@@ -76,7 +78,7 @@ def normal(attrs, draw=words):
 def randint(attrs, draw=words):
     """low + floor(word * (high - low) / 2^32): exact in 64-bit integers."""
     shape = attrs["shape"]
-    n = int(np.prod(shape, dtype=np.int64))
+    n = math.prod(shape)
     span = np.uint64(attrs["high"] - attrs["low"])
     w = draw(attrs["seed"], attrs["stream"], n)
     return (attrs["low"] + ((w * span) >> _32).astype(np.int64)).astype(np.dtype(attrs["dtype"])).reshape(shape)

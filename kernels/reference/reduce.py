@@ -7,6 +7,8 @@ v_{j+2P}, ..., and the result is the left fold of the partials in order. P depen
 every backend (and a GPU, one thread per partial) computes the same bytes; K <= BLOCK_SPAN gives P = 1,
 the plain left fold.
 """
+import math
+
 import numpy as np
 
 BLOCK_SPAN = 4096     # a float sum over more elements than this folds in strided partials
@@ -29,8 +31,8 @@ def fold(ufunc, x, axes, identity, wide=np.float64, blocked=False):
     """
     kept = [d for d in range(x.ndim) if d not in axes]
     kept_shape = tuple(x.shape[d] for d in kept)
-    k = int(np.prod([x.shape[d] for d in axes], dtype=np.int64))
-    m = int(np.prod(kept_shape, dtype=np.int64))
+    k = math.prod([x.shape[d] for d in axes])
+    m = math.prod(kept_shape)
     if k == 0 or m == 0:
         return np.full(kept_shape, identity, dtype=wide)
     rows = np.ascontiguousarray(np.transpose(x, list(axes) + kept), dtype=wide).reshape(k, m)
@@ -89,7 +91,7 @@ def prod(attrs, x):
 
 
 def _count(x, axes):
-    return int(np.prod([x.shape[d] for d in axes], dtype=np.int64))
+    return math.prod([x.shape[d] for d in axes])
 
 
 def mean(attrs, x):

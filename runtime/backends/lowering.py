@@ -6,6 +6,8 @@ a Launch are OUT (the result block), an input position, a small host array the b
 this launch only (the scatter grouping), a Scratch block the node's launches share, or STATUS (the
 device's status buffer).
 """
+import math
+
 import numpy as np
 
 from ...kernels import ops
@@ -173,7 +175,7 @@ def _movement(node, operands):
         return [Launch(zero, [OUT]), Launch(place, [OUT, 0])]
     if op == "place_slices":
         launches = []
-        if sum(int(np.prod(b.shape, dtype=np.int64)) for b in operands) < node.size:  # zeros between pieces
+        if sum(math.prod(b.shape) for b in operands) < node.size:  # zeros between pieces
             launches.append(Launch(ew.strided_map("fill", node.shape, (_dt(node.dtype), ew.contiguous_strides(
                 node.shape), 0), [], f"({ctype(node.dtype)})0"), [OUT]))
         for k, (b, slices) in enumerate(zip(operands, a["slices"])):
@@ -185,7 +187,7 @@ def _movement(node, operands):
         axis, launches, start = a["axis"], [], 0
         full = ew.contiguous_strides(node.shape)
         for k, b in enumerate(operands):
-            if int(np.prod(b.shape, dtype=np.int64)):
+            if math.prod(b.shape):
                 spec = _copy(node, b.shape, b.dtype, ew.contiguous_strides(b.shape), 0, full,
                              start * full[axis], b.shape)
                 launches.append(Launch(spec, [OUT, k]))
@@ -211,7 +213,7 @@ def _reduce(node, operands, has_double):
     if not gred.supported(node.op, x.dtype, node.dtype, has_double):
         return None
     axes = node.attrs["axes"]
-    if gred.blocked(node.op, x.dtype, int(np.prod([x.shape[d] for d in axes], dtype=np.int64)), has_double):
+    if gred.blocked(node.op, x.dtype, math.prod([x.shape[d] for d in axes]), has_double):
         first, second, nbytes = gred.blocked_sum(node.op, x.shape, _dt(x.dtype), axes, _dt(node.dtype))
         part = Scratch(nbytes)
         return [Launch(first, [part, 0]), Launch(second, [OUT, part])]
@@ -256,7 +258,7 @@ def _index(node, operands, has_double, device_checks):
         return [Launch(spec, [OUT, 0, 1], host_check=(op, axis, size))]
     if node.op == "take":
         x = operands[0]
-        n_index = int(np.prod(index.shape, dtype=np.int64))
+        n_index = math.prod(index.shape)
         return launch(gidx.take(x.shape, _dt(x.dtype), n_index, _dt(index.dtype), axis, dev),
                       "index_select", x.shape[axis])
     if node.op == "take_along":
@@ -303,7 +305,7 @@ def _row_kernel(node, operands, has_double):
     if node.op in gsoftmax.OPS:
         spec = gsoftmax.along_axis(node.op, node.shape, node.attrs["axis"], _dt(node.dtype))
     else:
-        n = int(np.prod([node.shape[d] for d in node.attrs["axes"]], dtype=np.int64))
+        n = math.prod([node.shape[d] for d in node.attrs["axes"]])
         if n == 0:
             return None
         spec = glayer_norm.rows(node.op, node.size // n, n, _dt(node.dtype), node.attrs["eps"])
@@ -314,7 +316,7 @@ def _adamw(node, operands, has_double):
     if not has_double or node.dtype.kind != "f":
         return None  # the update is defined in float64
     a = node.attrs
-    n = int(np.prod(operands[0].shape, dtype=np.int64))
+    n = math.prod(operands[0].shape)
     spec = gopt.adamw(n, _dt(node.dtype), a["beta1"], a["beta2"], a["eps"], a["weight_decay"])
     return [Launch(spec, [OUT, 0, 1, 2, 3], [("operand", k) for k in (4, 5, 6)])]
 
@@ -389,7 +391,7 @@ def _lower(node, operands, has_double, tiled_matmul, device_checks):
     if op == "sum_of_squares":
         if not has_double or node.dtype.kind != "f" or any(b.dtype != node.dtype for b in operands):
             return None
-        sizes = tuple(int(np.prod(b.shape, dtype=np.int64)) for b in operands)
+        sizes = tuple(math.prod(b.shape) for b in operands)
         first, second, nbytes = gopt.sum_of_squares(sizes, _dt(node.dtype))
         part = Scratch(nbytes)
         return [Launch(first, [part] + list(range(len(operands)))), Launch(second, [OUT, part])]
@@ -407,7 +409,7 @@ class LaunchOperand:
 
     @property
     def size(self):
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
 
 class LoweringDevice:

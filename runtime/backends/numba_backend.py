@@ -18,6 +18,8 @@ and clip_grad_norm_'s sum of squares (bit-identical) and fused elementwise group
 from MIN_ELEMENTS the random fills (the reference's transforms over compiled Philox words: the same bits);
 everything else goes on down the chain to the NumPy backend.
 """
+import math
+
 import numpy as np
 
 from ...kernels.cpu import fused as cpu_fused
@@ -195,8 +197,8 @@ class NumbaBackend(HostBackend):
 
     def _scatter_take(self, node, g, index):
         axis, shape = node.attrs["axis"], node.attrs["shape"]
-        pre = int(np.prod(shape[:axis], dtype=np.int64))
-        post = int(np.prod(shape[axis + 1:], dtype=np.int64))
+        pre = math.prod(shape[:axis])
+        post = math.prod(shape[axis + 1:])
         acc = np.zeros((pre, shape[axis], post), np.float64)
         flat = np.ascontiguousarray(index, dtype=np.int64).reshape(-1)
         cpu_index.scatter_rows_into(acc, np.ascontiguousarray(g).reshape(pre, flat.shape[0], post), flat)

@@ -4,6 +4,7 @@ Uploads and downloads are real copies across the arena boundary and the referenc
 buffers, so the residency engine (budget, eviction, transfer log) runs on machines with no accelerator.
 It is a test and rehearsal device, not acceleration: everything it does costs more than the CPU path.
 """
+import math
 import time
 import weakref
 
@@ -55,7 +56,7 @@ class VirtualDevice(DeviceBackend):
 
     def view(self, block, shape, dtype):
         dtype = np.dtype(dtype)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        nbytes = math.prod(shape) * dtype.itemsize
         return self._bytes[block.start:block.start + nbytes].view(dtype).reshape(shape)
 
     def upload(self, block, host):
