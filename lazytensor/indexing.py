@@ -161,6 +161,14 @@ def getitem(x, key):
     return out.reshape(*shape)
 
 
+def row(x, i):
+    """x[i] for an int 0 <= i < x.shape[0] without parsing a key: the slice node `x[i]` builds (one copy
+    on a device that drops the axis), lazy for a vector too (where x[i] reads the element). The
+    optimizers unpack their fused results with it."""
+    slices = ((i, i + 1, 1),) + tuple((0, n, 1) for n in x.shape[1:])
+    return Tensor._from_op("slice", (x,), {"slices": slices, "squeeze": (0,)}, x.shape[1:], x.dtype)
+
+
 def _advanced(x, items):
     """NumPy advanced indexing (integer tensors mixed with ints/slices/None) as one `index` node."""
     inputs, key, dummies = [x], [], []

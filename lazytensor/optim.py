@@ -11,6 +11,7 @@ from .runtime.hostio import host_view_node
 from .creation import tensor, zeros_like
 from .elementwise import scalar
 from .evaluation import realize
+from .indexing import row
 from .tensor import Tensor
 
 
@@ -172,8 +173,8 @@ class AdamW(Optimizer):
                 st["exp_avg"]._node = host_view_node(packed._node, 1)
                 st["exp_avg_sq"]._node = host_view_node(packed._node, 2)
             else:
-                p._node = packed[0]._node
-                st["exp_avg"]._node, st["exp_avg_sq"]._node = packed[1]._node, packed[2]._node
+                p._node = row(packed, 0)._node
+                st["exp_avg"]._node, st["exp_avg_sq"]._node = row(packed, 1)._node, row(packed, 2)._node
                 pending += [p, st["exp_avg"], st["exp_avg_sq"]]
         if pending:
             realize(*pending)

@@ -37,6 +37,28 @@ def test_an_integer_index_is_one_node_that_drops_its_axis(key, rng, cuda_device)
     np.testing.assert_array_equal(t.grad.numpy(), expected)
 
 
+@pytest.mark.parametrize("shape", [(3, 1), (3, 4), (2, 1, 5)], ids=str)
+def test_row_is_the_node_of_an_integer_index(shape, rng):
+    """indexing.row(x, i), the optimizers' unpacking, builds the very node x[i] builds (no key parsing)."""
+    from lazytensor.indexing import row
+    x = lt.tensor(rng.normal(size=shape).astype(np.float32))
+    for i in range(shape[0]):
+        got, want = row(x, i)._node, x[i]._node
+        assert (got.op, got.attrs, got.shape, got.dtype, got.inputs) == \
+            (want.op, want.attrs, want.shape, want.dtype, want.inputs)
+        np.testing.assert_array_equal(row(x, i).numpy(), x.numpy()[i])
+
+
+def test_row_of_a_vector_is_a_lazy_scalar(rng):
+    """Where x[i] of a vector reads the element on the host, row(x, i) stays a lazy 0-d slice."""
+    from lazytensor.indexing import row
+    x = lt.tensor(rng.normal(size=3)) * 2
+    lt.reset_counters()
+    r = row(x, 1)
+    assert r.shape == () and lt.counters()["realizations"] == 0
+    assert r.item() == x.numpy()[1]
+
+
 def test_integer_on_every_axis_reads_one_element_and_downloads_once(rng):
     x = rng.normal(size=(3, 4))
     t = lt.tensor(x) * 2
