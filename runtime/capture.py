@@ -246,7 +246,7 @@ class Program:
             kernels = len(self)
             with parallel.kernels_session((), worth=self.split):
                 if self._run_planned(slots, stream0, donors):
-                    kernels -= self._plan.folded
+                    kernels -= self._plan.skipped
                 else:
                     watch = PeakWatch(self.chain[0]) if self._plan is None else None
                     try:
@@ -290,7 +290,7 @@ class Program:
         except launch_plan.NoMemory:
             slots[:] = start  # start over through the executors: nothing the plan made is kept
             return False
-        counters.COUNTERS.prepared_kernels += plan.kernels
+        counters.COUNTERS.prepared_kernels += plan.launched
         counters.COUNTERS.updated_in_place += len(donors) if donors is not None else 0
         return True
 

@@ -2,6 +2,7 @@
 stand-ins for what changes from replay to replay: each value's pointer or 0-d value (`Stand(slot)`), a
 Scratch block's or an uploaded index grouping's place in scratch, a device index check's status tag.
 """
+from .backends.lowering import adamw_in_place
 
 
 class Stand:
@@ -60,3 +61,13 @@ def step_calls(k, step, device, scratch, groups, tags):
                                  keys[id(launch.operands[3])])
         return calls
     return [device.group_call(step.what, args, Stand(step.out))]
+
+
+def adamw_in_place_calls(step, outs, device):
+    """The driver call of AdamW step `step` (a node whose result stacks p', m', v') writing p', m', v' to
+    slots `outs` instead, over the old values' blocks where those slots hold them (runtime/launch_plan.py)."""
+    shape, dtype = step.shapes[0], step.dtypes[0]
+    args = [_StandArray(s, shape, dtype) for s in outs]
+    args += [Stand(s) if param else _StandArray(s, sh, dt)
+             for s, param, sh, dt in zip(step.ins, step.params, step.shapes, step.dtypes)]
+    return device.launch_calls(step.what, [adamw_in_place(step.what)], args, None)

@@ -22,7 +22,9 @@ work once, at the first replay:
   device blocks when the caller hands those over as nobody else's (`donors`): no Buffer, block or
   pointer change per value, and the step holds one copy of its state instead of two. From the first
   such write on nothing may fail, so what could (allocations, host checks, the executors' steps) moves
-  before it, or the plan does not overwrite.
+  before it, or the plan does not overwrite. When every replaced value has its donor, an AdamW update
+  whose stacked (p', m', v') result only feeds the three copies unstacking it is one launch writing
+  p', m', v' over the old p, m, v (which no later step reads), and the copies do not run.
 
 A replay the plan cannot promise to fit in the memory budget, or one run while profiling, goes through
 the generic executors instead; so does one whose device memory runs out midway, or whose indices have
@@ -35,7 +37,7 @@ from ..kernels.gpu.index import group_by_destination
 from ..kernels.reference.creation import full
 from . import copies, rng, scratch_layout
 from .backends.lowering import for_indices, rng_key_patches, rng_key_words
-from .launch_calls import Stand, step_calls
+from .launch_calls import Stand, adamw_in_place_calls, step_calls
 from .memory import bucket
 from .residency import Buffer
 from .transfers import LOG
@@ -101,19 +103,7 @@ class LaunchPlan:
         self.kernels = len(calls)
         # Where each slot's pointer / value goes: (prepared launch, argument index).
         self._ptr_uses, self._value_uses = collections.defaultdict(list), collections.defaultdict(list)
-        prepared = {}
-        for k, raw in calls.items():
-            prepared[k] = []
-            for fn, spec, ptrs, scalars in raw:
-                p = device.prepare((fn, spec, [0 if isinstance(v, Stand) else v for v in ptrs],
-                                    [0 if isinstance(v, Stand) else v for v in scalars]))
-                for i, v in enumerate(ptrs):
-                    if isinstance(v, Stand):
-                        self._ptr_uses[v.slot].append((p, i))
-                for j, v in enumerate(scalars):
-                    if isinstance(v, Stand):
-                        self._value_uses[v.slot].append((p, j))
-                prepared[k].append(p)
+        prepared = {k: [self._prepare(call) for call in raw] for k, raw in calls.items()}
         # Random kernels: their RNG key words, patched at each replay for its fresh streams.
         self._random = [(steps[k].stream, [(prepared[k][i], j, word)
                                            for i, j, word in rng_key_patches(steps[k].launches)])
@@ -125,12 +115,20 @@ class LaunchPlan:
         self._produced = produced
         self._pointer_inputs = [(s, len(self._ptr_uses[s])) for s in self._inputs if s in self._ptr_uses]
         self._value_inputs = [s for s in self._inputs if s not in self._ptr_uses]
+        # AdamW updates a replay that overwrites the state can write in place (_plan_updates); their
+        # launches are prepared now, after the counts above, which are those of the launches every
+        # replay runs.
+        self._in_place_specs = _adamw_updates(program, steps, calls, internal, readers)
+        self._in_place = {k: self._prepare(adamw_in_place_calls(steps[k], news, device)[0])
+                          for k, _, news, _ in self._in_place_specs}
+        self._in_place_skip = {r for _, rows, _, _ in self._in_place_specs for r in rows}
         for s, k in folded.items():
             value = full(steps[k].what.attrs).item()
             for p, j in self._value_uses[s]:
                 p.set_scalar(j, value)
         self._folded = set(folded.values())
         self.folded = len(folded)  # kernels a planned replay need not run
+        self.launched, self.skipped = self.kernels, self.folded  # those of the last replay
         self._steps, self._calls, self._prepared, self._internal = steps, calls, prepared, internal
         # Index kernels whose bounds the host checked when captured: checked again at each replay;
         # scatters whose destinations the host grouped: grouped and uploaded again.
@@ -151,6 +149,19 @@ class LaunchPlan:
         self._actions = self._build_actions()
         self._plan_updates(program, results, readers)
 
+    def _prepare(self, call):
+        """The prepared driver launch of `call`; where it reads or writes a slot's value, noted."""
+        fn, spec, ptrs, scalars = call
+        p = self.device.prepare((fn, spec, [0 if isinstance(v, Stand) else v for v in ptrs],
+                                 [0 if isinstance(v, Stand) else v for v in scalars]))
+        for i, v in enumerate(ptrs):
+            if isinstance(v, Stand):
+                self._ptr_uses[v.slot].append((p, i))
+        for j, v in enumerate(scalars):
+            if isinstance(v, Stand):
+                self._value_uses[v.slot].append((p, j))
+        return p
+
     def _plan_updates(self, program, results, readers):
         """The replay that writes replaced state (program.replaced_slots: parameters, optimizer moments,
         .grad's) over the old values' device blocks, when the caller hands those over (`run`'s `donors`).
@@ -161,6 +172,7 @@ class LaunchPlan:
         say) run just before it too; if one of those reads a value made from there on, the plan never
         overwrites."""
         self._updates, self._update_actions, self.update_peak_bytes, self.can_update = {}, None, None, False
+        self._in_place_actions = self._donor_reads = None
         steps = self._steps
         producer = {steps[k].out: k for k in self._calls}
         updates = {s: producer[s] for s in program.replaced_slots if s in producer}
@@ -191,13 +203,20 @@ class LaunchPlan:
         last_read = sorted((max(ks), s) for s, ks in readers.items() if s in bound)
         self._read_slots, self._read_last = [s for _, s in last_read], [k for k, _ in last_read]
         self._update_actions = self._build_actions(first, hoisted)
+        if self._in_place_specs:
+            # When every value is written over its donor, each AdamW update of p, m, v is one launch
+            # over their blocks at the update's step, and the copies unstacking its result are not run:
+            # the old values are read last by that launch (_adamw_updates), each element before it is
+            # written, and nothing before their copies' steps reads the new values.
+            self._in_place_actions = self._build_actions(first, hoisted, in_place=True)
         blocks = [(bucket(c.size), min(c.first, first), c.last) for c in self._chunks]
         blocks += [(size, min(k, first), freed) for s, size, k, freed in results if s not in updates]
         self.update_peak_bytes, _ = scratch_layout.peak_of(blocks, len(steps))
 
-    def _build_actions(self, first_update=None, hoisted=()):
+    def _build_actions(self, first_update=None, hoisted=(), in_place=False):
         """The actions of a replay in order; with `first_update`, those of a replay writing the replaced
-        state over its old blocks from that step on, the steps `hoisted` run before it (_plan_updates)."""
+        state over its old blocks from that step on, the steps `hoisted` run before it (_plan_updates);
+        `in_place`: the AdamW updates write p, m, v over their donors themselves."""
         steps, calls, internal, prepared = self._steps, self._calls, self._internal, self._prepared
         updating = first_update is not None
         opens, closes = collections.defaultdict(list), collections.defaultdict(list)
@@ -228,7 +247,10 @@ class LaunchPlan:
                     (early if updating and k > first_update else actions).append(allocate)
                 if k == first_update:
                     at = len(actions)  # what can fail from here on moves here, before the first update
-                actions.append((_launch_all, tuple(p.launch for p in prepared[k])))
+                if in_place and k in self._in_place:
+                    actions.append((_launch_all, (self._in_place[k].launch,)))
+                elif not (in_place and k in self._in_place_skip):
+                    actions.append((_launch_all, tuple(p.launch for p in prepared[k])))
                 if step.host_copy:
                     actions.append((self._host_copy, (step.ins[0], s)))
             elif k not in hoisted and k not in self._folded:
@@ -257,7 +279,7 @@ class LaunchPlan:
             return None
         # The last step reading each bound Buffer (slots in order of their last reader: the dict keeps
         # the latest); a Buffer that is no slot's is read by none.
-        last_read = dict(zip([id(slots[s]) for s in self._read_slots], self._read_last)).get
+        last_read = self._donor_reads = dict(zip([id(slots[s]) for s in self._read_slots], self._read_last)).get
         device, accepted = self.device, {}
         for s, k, shape, dtype in self._update_specs:
             buf = donors.get(s)
@@ -304,7 +326,17 @@ class LaunchPlan:
                 for buf in donors.values():  # before anything is allocated: they must stay put
                     self._pin(buf)
             self._resolve_inputs(slots)  # pinned first: allocating scratch must not evict them
-            for act, arg in (self._actions if donors is None else self._update_actions):
+            actions = self._actions
+            self.launched, self.skipped = self.kernels, self.folded
+            if donors is not None:
+                actions = self._update_actions
+                if self._writes_in_place(slots, donors):
+                    actions = self._in_place_actions
+                    unstacked = 3 * len(self._in_place)  # the copies not run
+                    self.launched -= unstacked
+                    self.skipped += unstacked
+                    self._hits -= unstacked  # each read the stacked result
+            for act, arg in actions:
                 if arg is None:
                     act()
                 else:
@@ -321,6 +353,20 @@ class LaunchPlan:
             self._slots = self._execute = self._pins = self._made = self._donors = None
             if self._hits:
                 LOG.hit(self.device.name, self._hits)
+
+    def _writes_in_place(self, slots, donors):
+        """Whether the AdamW updates write p, m, v over their old blocks themselves this replay: every
+        replaced value has its donor, each update's donors are the old values it reads, and no step
+        after it reads them (accepts_donors noted where each bound Buffer is read last)."""
+        if self._in_place_actions is None or len(donors) != len(self._updates):
+            return False
+        last_read = self._donor_reads
+        for k, _, news, olds in self._in_place_specs:
+            for new, old in zip(news, olds):
+                buf = donors[new]
+                if buf is not slots[old] or last_read(id(buf), -1) > k:
+                    return False
+        return True
 
     def _open(self, chunk):
         """Allocate a scratch chunk; if its block moved since the last replay, re-point its values."""
@@ -489,6 +535,44 @@ class LaunchPlan:
                 self._made.discard(id(buf))
                 pins.pop(id(buf), None)  # a value read only as a scalar was never pinned
             slots[s] = None
+
+
+def _adamw_updates(program, steps, calls, internal, readers):
+    """The AdamW updates a replay may run in place: (the update's step, its three row copies' steps, the
+    slots of p', m', v' they make, those of the old p, m, v), where the stacked result is read by those
+    copies alone, p', m', v' replace state, and the old values are read by no later step."""
+    replaced, bound = set(program.replaced_slots), {s for s, _ in program.bound}
+    found = []
+    for k in calls:
+        step = steps[k]
+        if step.kind != "node" or step.what.op != "adamw" or step.out not in internal:
+            continue
+        rows = {}
+        for r in readers[step.out]:
+            row = _row_taken(steps[r], step.out)
+            if row is None or row in rows or r not in calls or steps[r].out not in replaced:
+                break
+            rows[row] = r
+        else:
+            olds = (step.ins[0], step.ins[2], step.ins[3])
+            if sorted(rows) == [0, 1, 2] and len(set(olds)) == 3 and all(
+                    s in bound and max(readers[s]) == k for s in olds):
+                copies_ = tuple(rows[i] for i in range(3))
+                found.append((k, copies_, tuple(steps[r].out for r in copies_), olds))
+    return found
+
+
+def _row_taken(step, source):
+    """i if `step` copies row i of slot `source` (a slice that drops the first axis: x[i]), else None."""
+    if step.kind != "node" or step.what.op != "slice" or tuple(step.ins) != (source,):
+        return None
+    attrs = step.what.attrs
+    (lo, hi, stride), rest = attrs["slices"][0], attrs["slices"][1:]
+    if attrs.get("squeeze") != (0,) or hi != lo + 1 or stride != 1:
+        return None
+    if any(s != (0, n, 1) for s, n in zip(rest, step.what.shape)) or len(rest) != len(step.what.shape):
+        return None
+    return lo
 
 
 def _launch_all(launches):

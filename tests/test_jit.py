@@ -457,6 +457,40 @@ def test_a_planned_replay_writes_parameters_moments_and_grads_over_their_own_dev
     assert lt.counters()["updated_in_place"] == len(refs) == 4 * len(list(model.parameters()))
 
 
+def _kernels_of_fifth_step(cuda_device, compiled, hold=None):
+    """The fifth step's kernel count and state values on the emulated driver; `hold(model, opt)` picks a
+    tensor whose value someone else keeps (detached) across that step."""
+    cuda_device(offload="always")
+    model, opt, fn, batch = _four_steps(compiled)
+    kept = hold(model, opt).detach() if hold is not None else None
+    lt.reset_counters()
+    fn(*batch).item()
+    return lt.counters(), [t.numpy().copy() for t in _state_tensors(model, opt)], kept
+
+
+def test_a_replay_writing_all_its_state_in_place_runs_each_adamw_update_as_one_launch(cuda_device):
+    """Eagerly (and in a replay that cannot overwrite all its state) an AdamW update is one kernel
+    stacking p', m', v' and three copies unstacking them; a replay whose state is nobody else's writes
+    p', m', v' over the old p, m, v with one kernel and runs no copies: the same bytes."""
+    eager, eager_state, _ = _kernels_of_fifth_step(cuda_device, False)
+    counts, state, _ = _kernels_of_fifth_step(cuda_device, True)
+    n_params = len(state) // 4
+    assert all(np.array_equal(a, b) for a, b in zip(eager_state, state))
+    assert counts["updated_in_place"] == 4 * n_params
+    assert counts["kernels"] == counts["prepared_kernels"] == eager["kernels"] - 3 * n_params
+
+
+def test_a_held_moment_keeps_every_adamw_update_stacked_and_unstacked_by_copies(cuda_device):
+    def a_moment(model, opt):
+        return opt.state[id(next(model.parameters()))]["exp_avg"]
+    eager, eager_state, _ = _kernels_of_fifth_step(cuda_device, False, a_moment)
+    counts, state, kept = _kernels_of_fifth_step(cuda_device, True, a_moment)
+    assert all(np.array_equal(a, b) for a, b in zip(eager_state, state))
+    assert not np.array_equal(kept.numpy(), state[len(state) // 4])  # the held moment kept its old value
+    assert counts["updated_in_place"] == len(state) - 1
+    assert counts["kernels"] == counts["prepared_kernels"] == eager["kernels"]
+
+
 def test_a_planned_replay_never_overwrites_a_value_someone_else_holds(cuda_device):
     results = {}
     for compiled in (False, True):

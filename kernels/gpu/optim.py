@@ -5,23 +5,40 @@ from .elementwise import expression
 from .spec import KernelSpec, cached, ctype
 
 
-@cached
-def adamw(n, dtype, beta1, beta2, eps, weight_decay):
-    """Reads p, g, m, v (n each) and the runtime scalars lr, bias1, bias2; writes (p', m', v') stacked."""
+def _adamw_body(dtype, beta1, beta2, eps, weight_decay, stores):
     c = ctype(dtype)
     b1, b2, eps, wd = (repr(float(v)) for v in (beta1, beta2, eps, weight_decay))
     one_b1, one_b2 = repr(1.0 - float(beta1)), repr(1.0 - float(beta2))
-    body = ["  const double g64 = (double)g[gid];",
-            f"  const double m64 = {b1} * (double)m[gid] + {one_b1} * g64;",
-            f"  const double v64 = {b2} * (double)v[gid] + {one_b2} * (g64 * g64);",
-            f"  double p64 = (double)p[gid] * (1.0 - lr * {wd});",
-            f"  p64 = p64 - (lr / bias1) * (m64 / (sqrt(v64) / sqrt(bias2) + {eps}));",
-            f"  y[gid] = ({c})p64;",
-            f"  y[{n}LL + gid] = ({c})m64;",
-            f"  y[{2 * n}LL + gid] = ({c})v64;"]
-    buffers = [("y", dtype, True), ("p", dtype, False), ("g", dtype, False), ("m", dtype, False),
-               ("v", dtype, False)]
-    return KernelSpec("adamw", buffers, (("lr", "f"), ("bias1", "f"), ("bias2", "f")), n, "\n".join(body))
+    return "\n".join(["  const double g64 = (double)g[gid];",
+                      f"  const double m64 = {b1} * (double)m[gid] + {one_b1} * g64;",
+                      f"  const double v64 = {b2} * (double)v[gid] + {one_b2} * (g64 * g64);",
+                      f"  double p64 = (double)p[gid] * (1.0 - lr * {wd});",
+                      f"  p64 = p64 - (lr / bias1) * (m64 / (sqrt(v64) / sqrt(bias2) + {eps}));"]
+                     + [f"  {target} = ({c}){value};" for target, value in stores])
+
+
+_INPUTS = ("p", "g", "m", "v")
+_SCALARS = (("lr", "f"), ("bias1", "f"), ("bias2", "f"))
+
+
+@cached
+def adamw(n, dtype, beta1, beta2, eps, weight_decay):
+    """Reads p, g, m, v (n each) and the runtime scalars lr, bias1, bias2; writes (p', m', v') stacked."""
+    body = _adamw_body(dtype, beta1, beta2, eps, weight_decay,
+                       [("y[gid]", "p64"), (f"y[{n}LL + gid]", "m64"), (f"y[{2 * n}LL + gid]", "v64")])
+    buffers = [("y", dtype, True)] + [(name, dtype, False) for name in _INPUTS]
+    return KernelSpec("adamw", buffers, _SCALARS, n, body)
+
+
+@cached
+def adamw_in_place(n, dtype, beta1, beta2, eps, weight_decay):
+    """The same update writing p', m', v' to three buffers of their own, which may be p, m and v
+    themselves: each work item reads its elements of p, m, v before it writes them (a compiled replay
+    updating the optimizer state in place, runtime/launch_plan.py). The same bytes as `adamw`."""
+    body = _adamw_body(dtype, beta1, beta2, eps, weight_decay,
+                       [("yp[gid]", "p64"), ("ym[gid]", "m64"), ("yv[gid]", "v64")])
+    buffers = [(name, dtype, True) for name in ("yp", "ym", "yv")] + [(name, dtype, False) for name in _INPUTS]
+    return KernelSpec("adamw_in_place", buffers, _SCALARS, n, body, aliased=True)
 
 
 @cached

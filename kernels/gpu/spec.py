@@ -103,12 +103,14 @@ def ctype(dtype):
 class KernelSpec:
     """One kernel: `buffers` are (name, dtype, writable) in argument order, `scalars` (name, "f"|"i")
     runtime values, `threads` the number of work items, `body` the code run for work item `gid`
-    (an i64); `fmad` allows contracting a*b+c into one rounding (only where no bit-identity is promised)."""
+    (an i64); `fmad` allows contracting a*b+c into one rounding (only where no bit-identity is promised);
+    `aliased`: buffers may overlap (each work item reads its elements before it writes them), so their
+    pointers are not declared __restrict__."""
 
-    def __init__(self, kind, buffers, scalars, threads, body, fmad=False):
+    def __init__(self, kind, buffers, scalars, threads, body, fmad=False, aliased=False):
         self.kind, self.buffers, self.scalars = kind, tuple(buffers), tuple(scalars)
-        self.threads, self.body, self.fmad = int(threads), body, fmad
-        text = repr((kind, self.buffers, self.scalars, self.threads, body, fmad))
+        self.threads, self.body, self.fmad, self.aliased = int(threads), body, fmad, aliased
+        text = repr((kind, self.buffers, self.scalars, self.threads, body, fmad)) + (" aliased" if aliased else "")
         self.name = f"lt_{kind}_{hashlib.sha256(text.encode()).hexdigest()[:16]}"
 
     def __repr__(self):
@@ -117,9 +119,10 @@ class KernelSpec:
 
 def _param_list_c(spec):
     params = []
+    restrict = "" if spec.aliased else " __restrict__"
     for name, dtype, writable in spec.buffers:
         const = "" if writable else "const "
-        params.append(f"{const}{ctype(dtype)}* __restrict__ {name}")
+        params.append(f"{const}{ctype(dtype)}*{restrict} {name}")
     params += [f"{'double' if kind == 'f' else 'i64'} {name}" for name, kind in spec.scalars]
     return params
 

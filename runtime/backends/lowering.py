@@ -321,6 +321,16 @@ def _adamw(node, operands, has_double):
     return [Launch(spec, [OUT, 0, 1, 2, 3], [("operand", k) for k in (4, 5, 6)])]
 
 
+def adamw_in_place(node):
+    """The launch of AdamW node `node` that writes p', m', v' to operands 0-2 (which may be p, m, v
+    themselves) instead of its stacked result; operands 3-6 are p, g, m, v and 7-9 lr, bias1, bias2.
+    The same bytes as `_adamw`'s result unstacked (runtime/launch_plan.py uses it)."""
+    a = node.attrs
+    spec = gopt.adamw_in_place(node.size // 3, _dt(node.dtype), a["beta1"], a["beta2"], a["eps"],
+                               a["weight_decay"])
+    return Launch(spec, range(7), [("operand", k) for k in (7, 8, 9)])
+
+
 _DEVICE_OPS = ops.with_kernel("device")
 # A full is a strided map of one value, built like the copies.
 _MOVEMENT = (ops.names(family="movement") | {"full"}) & _DEVICE_OPS
