@@ -491,6 +491,35 @@ def test_a_held_moment_keeps_every_adamw_update_stacked_and_unstacked_by_copies(
     assert counts["kernels"] == counts["prepared_kernels"] == eager["kernels"]
 
 
+def test_adam_whose_decay_reads_the_parameter_before_its_update_replays_in_place_as_it_runs_eagerly(
+        cuda_device):
+    """Adam's L2 decay (g + wd * p) reads the old parameter in a kernel of its own before the update
+    kernel writes the new one over it: the in-place replay computes the eager bytes."""
+    def run(compiled):
+        cuda_device(offload="always")
+        lt.manual_seed(5)
+        model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 3))
+        opt = lt.optim.Adam(model.parameters(), lr=0.01, weight_decay=0.1)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        fn = lt.jit(step) if compiled else step
+        rs = np.random.default_rng(0)
+        out = []
+        for _ in range(6):
+            lt.reset_counters()
+            out.append(fn(lt.tensor(rs.standard_normal((16, 8)).astype(np.float32)),
+                          lt.tensor(rs.integers(0, 3, 16))).item())
+        return out, [p.numpy() for p in model.parameters()], lt.counters()["kernels"]
+    (a, pa, eager_kernels), (b, pb, kernels) = run(False), run(True)
+    assert a == b and all(np.array_equal(x, y) for x, y in zip(pa, pb))
+    assert kernels == eager_kernels - 3 * len(pa)  # the last replay: four updates in place
+
+
 def test_a_planned_replay_never_overwrites_a_value_someone_else_holds(cuda_device):
     results = {}
     for compiled in (False, True):
