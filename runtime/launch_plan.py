@@ -557,8 +557,8 @@ def _adamw_updates(program, steps, calls, internal, readers):
             olds = (step.ins[0], step.ins[2], step.ins[3])
             if sorted(rows) == [0, 1, 2] and len(set(olds)) == 3 and all(
                     s in bound and max(readers[s]) == k for s in olds):
-                copies_ = tuple(rows[i] for i in range(3))
-                found.append((k, copies_, tuple(steps[r].out for r in copies_), olds))
+                unstack = tuple(rows[i] for i in range(3))
+                found.append((k, unstack, tuple(steps[r].out for r in unstack), olds))
     return found
 
 
