@@ -24,7 +24,8 @@ work once, at the first replay:
   such write on nothing may fail, so what could (allocations, host checks, the executors' steps) moves
   before it, or the plan does not overwrite. When every replaced value has its donor, an AdamW update
   whose stacked (p', m', v') result only feeds the three copies unstacking it is one launch writing
-  p', m', v' over the old p, m, v (which no later step reads), and the copies do not run.
+  p', m', v' over the old p, m, v (which no later step reads), and the copies do not run; that replay
+  lays out its scratch without the stacked results, so the state is held once at its peak.
 
 A replay the plan cannot promise to fit in the memory budget, or one run while profiling, goes through
 the generic executors instead; so does one whose device memory runs out midway, or whose indices have
@@ -100,6 +101,14 @@ class LaunchPlan:
                    for k, step in enumerate(steps) if step.kind != "view" and step.out not in internal]
         externals = [r[1:] for r in results]
         self._chunks = scratch_layout.layout(internal, externals, len(steps), program.peak_added, replay_peak)
+        # AdamW updates a replay that overwrites the state can run in place (_plan_updates): that replay
+        # never makes their stacked results, so it lays out its scratch without them.
+        self._in_place_specs = _adamw_updates(program, steps, calls, internal, readers)
+        stacked = {steps[k].out for k, _, _, _ in self._in_place_specs}
+        self._in_place_chunks = self._chunks if not stacked else scratch_layout.layout(
+            {s: v for s, v in internal.items() if s not in stacked}, externals, len(steps), program.peak_added,
+            replay_peak)
+        self._chunks_in_use = self._chunks
         self.kernels = len(calls)
         # Where each slot's pointer / value goes: (prepared launch, argument index).
         self._ptr_uses, self._value_uses = collections.defaultdict(list), collections.defaultdict(list)
@@ -115,10 +124,8 @@ class LaunchPlan:
         self._produced = produced
         self._pointer_inputs = [(s, len(self._ptr_uses[s])) for s in self._inputs if s in self._ptr_uses]
         self._value_inputs = [s for s in self._inputs if s not in self._ptr_uses]
-        # AdamW updates a replay that overwrites the state can write in place (_plan_updates); their
-        # launches are prepared now, after the counts above, which are those of the launches every
-        # replay runs.
-        self._in_place_specs = _adamw_updates(program, steps, calls, internal, readers)
+        # The in-place AdamW launches are prepared now, after the counts above, which are those of the
+        # launches every replay runs.
         self._in_place = {k: self._prepare(adamw_in_place_calls(steps[k], news, device)[0])
                           for k, _, news, _ in self._in_place_specs}
         self._in_place_skip = {r for _, rows, _, _ in self._in_place_specs for r in rows}
@@ -220,7 +227,7 @@ class LaunchPlan:
         steps, calls, internal, prepared = self._steps, self._calls, self._internal, self._prepared
         updating = first_update is not None
         opens, closes = collections.defaultdict(list), collections.defaultdict(list)
-        for chunk in self._chunks:
+        for chunk in (self._in_place_chunks if in_place else self._chunks):
             opens[min(chunk.first, first_update) if updating else chunk.first].append(chunk)
             closes[chunk.last].append(chunk)
         actions, early = [], [(self._generic, k) for k in hoisted]
@@ -326,16 +333,20 @@ class LaunchPlan:
                 for buf in donors.values():  # before anything is allocated: they must stay put
                     self._pin(buf)
             self._resolve_inputs(slots)  # pinned first: allocating scratch must not evict them
-            actions = self._actions
+            actions, chunks = self._actions, self._chunks
             self.launched, self.skipped = self.kernels, self.folded
             if donors is not None:
                 actions = self._update_actions
                 if self._writes_in_place(slots, donors):
-                    actions = self._in_place_actions
+                    actions, chunks = self._in_place_actions, self._in_place_chunks
                     unstacked = 3 * len(self._in_place)  # the copies not run
                     self.launched -= unstacked
                     self.skipped += unstacked
                     self._hits -= unstacked  # each read the stacked result
+            if chunks is not self._chunks_in_use:  # another layout: its values are re-pointed as it opens
+                for chunk in chunks:
+                    chunk.base = None
+                self._chunks_in_use = chunks
             for act, arg in actions:
                 if arg is None:
                     act()
@@ -347,7 +358,7 @@ class LaunchPlan:
                 for buf in donors.values():
                     buf.overwrite_on_device()
                     touch(buf)
-            for chunk in self._chunks:
+            for chunk in self._chunks_in_use:
                 self._close(chunk)
             self.memory.unpin_scope(self._pins)
             self._slots = self._execute = self._pins = self._made = self._donors = None

@@ -480,6 +480,35 @@ def test_a_replay_writing_all_its_state_in_place_runs_each_adamw_update_as_one_l
     assert counts["kernels"] == counts["prepared_kernels"] == eager["kernels"] - 3 * n_params
 
 
+def test_a_replay_updating_adamw_state_in_place_never_makes_the_stacked_results(cuda_device):
+    """Where parameters dominate a step's memory, the eager step holds the old state, the stacked
+    (p', m', v') results and then the new state; an in-place replay holds the state once and no
+    stacked result, so its device peak is lower by more than two copies of the parameters."""
+    def peak_of_fourth_step(compiled):
+        memory = cuda_device(offload="always").memory
+        lt.manual_seed(0)
+        model = nn.Sequential(nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 4))
+        opt = lt.optim.AdamW(model.parameters(), lr=1e-3)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        fn = lt.jit(step) if compiled else step
+        rs = np.random.default_rng(0)
+        for _ in range(4):
+            x = lt.tensor(rs.standard_normal((2, 128)).astype(np.float32)).to("cuda")
+            with memory.watch_peak() as peak:
+                fn(x, lt.tensor(rs.integers(0, 4, 2)).to("cuda")).item()
+        return peak[0], sum(p.numpy().nbytes for p in model.parameters()), lt.counters()["updated_in_place"]
+    eager, params, _ = peak_of_fourth_step(False)
+    compiled, _, in_place = peak_of_fourth_step(True)
+    assert in_place > 0
+    assert compiled <= eager - 2 * params, (compiled, eager, params)
+
+
 def test_a_held_moment_keeps_every_adamw_update_stacked_and_unstacked_by_copies(cuda_device):
     def a_moment(model, opt):
         return opt.state[id(next(model.parameters()))]["exp_avg"]
