@@ -124,6 +124,17 @@ def category(dtype):
 def promote(*dtypes):
     """The result dtype of combining tensors: NumPy's promotion table, with bfloat16 promoting as
     float16 does and float16 with bfloat16 giving float32 (PyTorch's rule; NumPy has no common type)."""
+    try:
+        return _PROMOTED[dtypes]
+    except KeyError:
+        out = _PROMOTED[dtypes] = _promote(dtypes)
+        return out
+
+
+_PROMOTED = {}  # a step combines a few pairs of dtypes, over and over (np.result_type: ~4 us a call)
+
+
+def _promote(dtypes):
     if not any(d.np in STORAGE_NP for d in dtypes):
         return from_np(np.result_type(*(d.np for d in dtypes)))
     storage = {d for d in dtypes if d.np in STORAGE_NP}

@@ -11,9 +11,23 @@ from .kernels.ops import OPS
 
 def broadcast_shapes(op, *shapes):
     """NumPy broadcasting of `shapes`; ValueError naming the op and every shape otherwise."""
-    first = shapes[0]
-    if all(s == first for s in shapes):
-        return tuple(first)
+    if len(shapes) == 2:  # a binary op's operands (most calls): pairwise, no sets
+        a, b = shapes
+        if a == b:
+            return tuple(a)
+        n = max(len(a), len(b))
+        out = []
+        for x, y in zip((1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)):
+            if x == y or y == 1:
+                out.append(x)
+            elif x == 1:
+                out.append(y)
+            else:
+                break  # the general rule below names the sizes
+        else:
+            return tuple(out)
+    elif all(s == shapes[0] for s in shapes):
+        return tuple(shapes[0])
     ndim = max((len(s) for s in shapes), default=0)
     out = []
     for i in range(-ndim, 0):

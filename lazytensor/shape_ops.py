@@ -12,6 +12,8 @@ from .tensor import Tensor
 def _shape_arg(shape):
     if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
         shape = tuple(shape[0])
+    if all(type(s) is int for s in shape):  # Python ints, as a rule: nothing to convert
+        return tuple(shape)
     for s in shape:
         if isinstance(s, bool) or not hasattr(s, "__index__"):
             raise TypeError(f"sizes must be integers, got {s!r}")

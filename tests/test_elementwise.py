@@ -109,6 +109,22 @@ def test_transcendental_of_integer_tensor_is_default_float():
     assert lt.sqrt(lt.tensor([4, 9], dtype=lt.int32)).tolist() == [2.0, 3.0]
 
 
+_SMALL_SHAPES = [(), (1,), (3,), (0,), (1, 3), (2, 1), (2, 3), (0, 1), (1, 0), (2, 0), (4, 1, 3), (1, 2, 1)]
+
+
+def test_two_shapes_broadcast_as_numpy_broadcasts_them_or_fail_naming_both():
+    """Every pair of small shapes (zero sizes included) gives NumPy's shape, or ValueError naming both."""
+    for a in _SMALL_SHAPES:
+        for b in _SMALL_SHAPES:
+            try:
+                want = np.broadcast_shapes(a, b)
+            except ValueError:
+                with pytest.raises(ValueError, match=r"add: shapes .* cannot be broadcast"):
+                    (lt.zeros(*a) + lt.zeros(*b))
+                continue
+            assert (lt.zeros(*a) + lt.zeros(*b)).shape == want
+
+
 def test_python_scalars_on_either_side_broadcast_like_numpy():
     x = lt.tensor([1.0, 2.0, 4.0])
     assert (x + 1).tolist() == [2, 3, 5]
