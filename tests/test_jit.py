@@ -271,28 +271,38 @@ def test_replacing_the_optimizer_state_is_seen_and_recaptured():
     assert results[True] == results[False]
 
 
+def _classifier_steps(compiled, make_opt, steps, make_sched=None):
+    """`steps` steps of a small classifier (Linear, ReLU, Linear, cross entropy) trained by the optimizer
+    `make_opt(parameters)` builds, eager or compiled: the losses, the final parameters, and the kernels
+    of the last step."""
+    lt.manual_seed(5)
+    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 3))
+    opt = make_opt(model.parameters())
+    sched = make_sched(opt) if make_sched is not None else None
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    fn = lt.jit(step) if compiled else step
+    rs = np.random.default_rng(0)
+    out = []
+    for _ in range(steps):
+        lt.reset_counters()
+        out.append(fn(lt.tensor(rs.standard_normal((16, 8)).astype(np.float32)),
+                      lt.tensor(rs.integers(0, 3, 16))).item())
+        if sched is not None:
+            sched.step()
+    return out, [p.numpy() for p in model.parameters()], lt.counters()["kernels"]
+
+
 def test_sgd_with_momentum_and_a_schedule_replays_as_it_runs_eagerly():
     def run(compiled):
-        lt.manual_seed(5)
-        model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 3))
-        opt = lt.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3)
-        sched = lt.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
-
-        def step(x, y):
-            opt.zero_grad()
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
-        fn = lt.jit(step) if compiled else step
-        rs = np.random.default_rng(0)
-        out = []
-        for _ in range(7):
-            out.append(fn(lt.tensor(rs.standard_normal((16, 8)).astype(np.float32)),
-                          lt.tensor(rs.integers(0, 3, 16))).item())
-            sched.step()
-        return out, [p.numpy() for p in model.parameters()]
-    (a, pa), (b, pb) = run(False), run(True)
+        return _classifier_steps(compiled, lambda ps: lt.optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=1e-3),
+                                 7, lambda opt: lt.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5))
+    (a, pa, _), (b, pb, _) = run(False), run(True)
     assert a == b and all(np.array_equal(x, y) for x, y in zip(pa, pb))
 
 
@@ -526,24 +536,7 @@ def test_adam_whose_decay_reads_the_parameter_before_its_update_replays_in_place
     kernel writes the new one over it: the in-place replay computes the eager bytes."""
     def run(compiled):
         cuda_device(offload="always")
-        lt.manual_seed(5)
-        model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 3))
-        opt = lt.optim.Adam(model.parameters(), lr=0.01, weight_decay=0.1)
-
-        def step(x, y):
-            opt.zero_grad()
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
-        fn = lt.jit(step) if compiled else step
-        rs = np.random.default_rng(0)
-        out = []
-        for _ in range(6):
-            lt.reset_counters()
-            out.append(fn(lt.tensor(rs.standard_normal((16, 8)).astype(np.float32)),
-                          lt.tensor(rs.integers(0, 3, 16))).item())
-        return out, [p.numpy() for p in model.parameters()], lt.counters()["kernels"]
+        return _classifier_steps(compiled, lambda ps: lt.optim.Adam(ps, lr=0.01, weight_decay=0.1), 6)
     (a, pa, eager_kernels), (b, pb, kernels) = run(False), run(True)
     assert a == b and all(np.array_equal(x, y) for x, y in zip(pa, pb))
     assert kernels == eager_kernels - 3 * len(pa)  # the last replay: four updates in place
