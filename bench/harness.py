@@ -8,13 +8,9 @@ import time
 
 
 def machine():
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}"
+    from lazytensor.kernels.cpu.machine import cpu_description
+    from lazytensor.kernels.cpu.gemm import host_blas
+    return f"{cpu_description()}; mid-sized float32 products: {host_blas()}"
 
 
 def versions():

@@ -7,7 +7,8 @@ The products are those of a Linear layer in the two configs of `lazytensor train
 x @ W.T, the weight gradient g.T @ x (a transposed operand, long inner dimension) and the input
 gradient g @ W, with rows = batch * block. Each process times every shape (a warm-up call, then the
 median of `calls` calls) and prints them; the table gives, per shape, the median over rounds and the
-range. The bound in kernels/cpu/gemm.py (BLIS below 2^25 multiply-adds) comes from this table.
+range. The bounds in kernels/cpu/gemm.py (BLIS from 2^18 to 2^25 multiply-adds) come from this table;
+which library a machine uses inside them is measured there, once per machine.
 Prints a Markdown table (paste it into bench/RESULTS.md).
 """
 import argparse

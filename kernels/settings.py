@@ -1,5 +1,5 @@
 """The settings kernels need from outside: where compiled kernels are cached, which NVRTC library to
-load, which CUDA matmul to render. The kernels read no environment variable; the runtime's
+load, which CUDA matmul to render, which library computes mid-sized float32 products on the CPU. The kernels read no environment variable; the runtime's
 configuration (runtime/config.py, the one table of LAZYTENSOR_* variables) provides these at import."""
 import os
 
@@ -7,6 +7,7 @@ _providers = {
     "cache_dir": lambda: os.path.join(os.path.expanduser("~"), ".cache", "lazytensor"),
     "nvrtc_library": lambda: None,   # None: search NVIDIA's wheels and CUDA installs
     "cuda_matmul": lambda: "tiled",
+    "host_blas": lambda: "auto",     # which library computes mid-sized float32 products (kernels/cpu/gemm.py)
 }
 
 

@@ -151,6 +151,10 @@ VARIABLES = (
              "the NVRTC library that compiles CUDA kernels", _text),
     Variable("LAZYTENSOR_CUDA_MATMUL", "`tiled`, `naive`", "tiled", "`tiled`",
              "the float32 CUDA matrix product: shared-memory tiles, or one thread per output", _choice("tiled", "naive")),
+    Variable("LAZYTENSOR_HOST_BLAS", "`auto`, `numpy`, `blis`", "auto", "`auto`",
+             "who computes float32 products of 2^18 to 2^25 multiply-adds on the CPU: NumPy's BLAS, BLIS, or "
+             "the faster of the two on this machine (measured once, kept in the cache folder)",
+             _choice("auto", "numpy", "blis")),
 )
 _BY_NAME = {v.name: v for v in VARIABLES}
 
@@ -179,4 +183,5 @@ def markdown_table():
 
 
 _kernel_settings.provide(cache_dir=default_cache_dir, nvrtc_library=lambda: get("LAZYTENSOR_NVRTC"),
-                         cuda_matmul=lambda: get("LAZYTENSOR_CUDA_MATMUL"))
+                         cuda_matmul=lambda: get("LAZYTENSOR_CUDA_MATMUL"),
+                         host_blas=lambda: get("LAZYTENSOR_HOST_BLAS"))

@@ -1,4 +1,6 @@
-"""The numba backend against the NumPy reference: bit-identical folds, erf within one unit, BLIS products."""
+"""The numba backend against the NumPy reference: bit-identical folds, erf within one unit, BLIS products
+(and the per-machine choice between BLIS and NumPy's BLAS)."""
+import json
 import os
 import subprocess
 import sys
@@ -291,8 +293,7 @@ def test_sum_of_squares_is_bit_identical_to_the_reference(shapes, dtype):
     assert got.dtype == want.dtype and got.shape == () and got.tobytes() == want.tobytes()
 
 
-needs_blis = pytest.mark.skipif(not gemm.prefers_blis(64, 64, 64, np.dtype(np.float32)),
-                                reason="the blis package is not installed")
+needs_blis = pytest.mark.skipif(gemm._blis_gemm is None, reason="the blis package is not installed")
 
 
 @pytest.fixture
@@ -304,8 +305,23 @@ def one_thread():
     parallel._state["threads"] = before
 
 
+@pytest.fixture
+def blis_chosen(monkeypatch):
+    """LAZYTENSOR_HOST_BLAS=blis: the products of BLIS's sizes go to BLIS whatever this machine measures."""
+    monkeypatch.setenv("LAZYTENSOR_HOST_BLAS", "blis")
+
+
+@pytest.fixture
+def fresh_choice(monkeypatch, tmp_path):
+    """LAZYTENSOR_HOST_BLAS=auto over an empty cache folder, nothing measured yet in this process."""
+    monkeypatch.setenv("LAZYTENSOR_HOST_BLAS", "auto")
+    monkeypatch.setenv("LAZYTENSOR_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(gemm, "_measured", {})
+    return tmp_path / "blas" / "choice.json"
+
+
 @needs_blis
-def test_float32_products_between_the_blis_bounds_run_in_blis_within_the_matmul_tolerance(rng):
+def test_float32_products_between_the_blis_bounds_run_in_blis_within_the_matmul_tolerance(blis_chosen, rng):
     lt.set_device("cpu")
     x = rng.standard_normal((16, 64, 64)).astype(np.float32)   # activations
     w = rng.standard_normal((256, 64)).astype(np.float32)      # a Linear weight, (out, in)
@@ -325,12 +341,68 @@ def test_float32_products_between_the_blis_bounds_run_in_blis_within_the_matmul_
                                                    ((1024, 64), (64, 256), np.float64),
                                                    ((8, 64, 64), (8, 64, 64), np.float32)],  # batched
                          ids=["from-the-upper-bound-up", "below-the-lower-bound", "float64", "batched"])
-def test_other_products_stay_with_numpy_on_one_thread(shape_a, shape_b, dtype, one_thread, rng):
+def test_other_products_stay_with_numpy_on_one_thread(shape_a, shape_b, dtype, one_thread, blis_chosen, rng):
     lt.set_device("cpu")
     a, b = rng.standard_normal(shape_a).astype(dtype), rng.standard_normal(shape_b).astype(dtype)
     with lt.profile() as p:
         (lt.tensor(a) @ lt.tensor(b)).numpy()
     assert [k.backend for k in p.kernels if k.op == "matmul"] == ["numpy"]
+
+
+def test_host_blas_numpy_keeps_the_products_of_blis_sizes_with_numpy(monkeypatch, one_thread, rng):
+    lt.set_device("cpu")
+    monkeypatch.setenv("LAZYTENSOR_HOST_BLAS", "numpy")
+    a, b = rng.standard_normal((1024, 64)).astype(np.float32), rng.standard_normal((64, 256)).astype(np.float32)
+    with lt.profile() as p:
+        got = (lt.tensor(a) @ lt.tensor(b)).numpy()
+    assert [k.backend for k in p.kernels if k.op == "matmul"] == ["numpy"]
+    assert got.tobytes() == np.matmul(a, b).tobytes()   # the reference's product
+
+
+@needs_blis
+@pytest.mark.parametrize("numpy_s,blis_s,chosen", [(3e-3, 1e-3, "blis"), (1e-3, 3e-3, "numpy"),
+                                                    (1.2e-3, 1e-3, "numpy")],
+                         ids=["blis-three-times-faster", "numpy-faster", "blis-only-slightly-faster"])
+def test_auto_takes_blis_only_where_it_measured_clearly_faster(numpy_s, blis_s, chosen, fresh_choice,
+                                                              monkeypatch):
+    monkeypatch.setattr(gemm, "measure", lambda: (numpy_s, blis_s))
+    assert gemm.host_blas() == chosen
+    assert gemm.prefers_blis(1024, 64, 256, np.dtype(np.float32)) == (chosen == "blis")
+    stored = json.loads(fresh_choice.read_text())[gemm.machine_key()]
+    assert (stored["library"], stored["numpy_s"], stored["blis_s"]) == (chosen, numpy_s, blis_s)
+
+
+@needs_blis
+def test_auto_reads_the_stored_choice_in_a_later_process_without_measuring(fresh_choice, monkeypatch):
+    monkeypatch.setattr(gemm, "measure", lambda: (3e-3, 1e-3))
+    assert gemm.host_blas() == "blis"
+    monkeypatch.setattr(gemm, "_measured", {})   # a new process on the same machine
+
+    def measure_again():
+        raise AssertionError("measured although this machine's choice was stored")
+    monkeypatch.setattr(gemm, "measure", measure_again)
+    assert gemm.host_blas() == "blis"
+
+
+@needs_blis
+@pytest.mark.parametrize("content", ["{not json", '{"another-machine": {"library": "blis"}}', "[1, 2]"],
+                         ids=["unreadable", "another-machine", "not-a-table"])
+def test_auto_measures_when_the_stored_file_has_no_choice_for_this_machine(content, fresh_choice, monkeypatch):
+    fresh_choice.parent.mkdir(parents=True)
+    fresh_choice.write_text(content)
+    monkeypatch.setattr(gemm, "measure", lambda: (1e-3, 3e-3))
+    assert gemm.host_blas() == "numpy"
+    table = json.loads(fresh_choice.read_text())
+    assert table[gemm.machine_key()]["library"] == "numpy"
+    if content.startswith('{"another'):
+        assert table["another-machine"] == {"library": "blis"}   # other machines' choices are kept
+
+
+@needs_blis
+def test_auto_measures_both_libraries_on_this_machine(fresh_choice):
+    numpy_s, blis_s = gemm.measure(rounds=2)
+    assert 0 < numpy_s < 1 and 0 < blis_s < 1
+    assert gemm.host_blas() in ("numpy", "blis")
 
 
 def test_without_the_blis_package_every_product_stays_with_numpy(monkeypatch, one_thread, rng):

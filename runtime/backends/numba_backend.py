@@ -1,7 +1,8 @@
 """The numba backend: compiled CPU kernels for the ops where NumPy is slow.
 
 It takes float32 products of 2^18 to 2^25 multiply-adds with a rank-2 right operand and runs them in
-BLIS (kernels/cpu/gemm.py: OpenBLAS is slow and erratic at those sizes). With more than one CPU
+BLIS where BLIS is this machine's faster library at those sizes (kernels/cpu/gemm.py: it is on some
+CPUs, not on others; measured once per machine). With more than one CPU
 thread (runtime/parallel.py), the kernels split their rows between threads and it also takes the
 large float matrix products, cut by rows (or batch) into one BLAS call per thread, since OpenBLAS is
 then held to one thread (numba's own prange fought OpenBLAS's spinning threads and made a 2-thread
