@@ -44,7 +44,9 @@ class Op:
 
     Elementwise records carry their expressions: `numpy` names the NumPy function of the reference
     (None: the reference defines it itself), `py` is the scalar Python expression of the numba fused
-    kernel, `py_f32` a faster one where the result is rounded to float32, `c` the C expression of the
+    kernel, `py_f32` a faster one where the result is rounded to float32, `py_lane32` one computed in
+    float32 arithmetic on float32 operands (within one unit; a `native` op's `py` serves as its own), `c`
+    the C expression of the
     device kernels on the wide type `{w}` (`c_int` where integers need another, e.g. wraparound).
     `native`: correctly rounded, so computing in the output dtype gives the widen-and-round bits.
     `wide`: the device needs float64 arithmetic to match the reference (float-only dialects decline).
@@ -62,6 +64,7 @@ class Op:
     numpy: str = None
     py: str = None
     py_f32: str = None
+    py_lane32: str = None
     c: str = None
     c_int: str = None
     native: bool = False
@@ -79,13 +82,13 @@ class Op:
         return {"unary": 1, "cast": 1, "select": 3}.get(self.family, 2)
 
 
-def _math(name, doc, numpy=True, py=None, py_f32=None, aliases=(), numba=False):
+def _math(name, doc, numpy=True, py=None, py_f32=None, py_lane32=None, aliases=(), numba=False):
     """A float-valued transcendental: float64 libm or device math, rounded once. `numpy`: the NumPy
     function's name (True: the op's own; None: the reference defines it)."""
     kernels = {"fused", "device"} | ({"numba"} if numba else set())
     return Op(name, "unary", "float", "unit", "rule", doc, policy="transcendental", kernels=frozenset(kernels),
               numpy=name if numpy is True else numpy, py=py or f"math.{name}({{0}})", py_f32=py_f32,
-              c=f"lt_{name}({{0}})", wide=True, aliases=aliases)
+              py_lane32=py_lane32, c=f"lt_{name}({{0}})", wide=True, aliases=aliases)
 
 
 def _same(name, doc, numpy, py, c, c_int=None, aliases=()):
@@ -151,7 +154,7 @@ _RECORDS = (
     Op("rsqrt", "unary", "float", "exact", "rule", "1 / sqrt(x), both in float64",
        kernels=frozenset({"fused", "device"}), py="(1.0 / math.sqrt({0}))", c="(({w})1 / lt_sqrt({0}))",
        wide=True),
-    _math("exp", "e to the x", py_f32="exp_for_float32({0})"),
+    _math("exp", "e to the x", py_f32="exp_for_float32({0})", py_lane32="exp_in_float32({0})"),
     _math("expm1", "exp(x) - 1, accurate near 0 (complex too)", numpy=None),
     _math("log", "natural logarithm"),
     _math("log1p", "log(1 + x), accurate near 0"),
@@ -162,7 +165,7 @@ _RECORDS = (
     _math("atan", "inverse tangent", numpy="arctan", aliases=("arctan",)),
     _math("sinh", "hyperbolic sine"), _math("cosh", "hyperbolic cosine"),
     _math("erf", "error function (Cephes' rational forms)", numpy=None, py="erf_scalar({0})",
-          py_f32="erf_for_float32({0})", numba=True),
+          py_f32="erf_for_float32({0})", py_lane32="erf_in_float32({0})", numba=True),
     _math("sigmoid", "1 / (1 + exp(-x))", numpy=None, py="(1.0 / (1.0 + math.exp(-{0})))",
           py_f32="(1.0 / (1.0 + exp_for_float32(-{0})))"),
     # ---- unary, dtype-preserving ------------------------------------------------------------------

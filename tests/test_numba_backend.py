@@ -89,8 +89,8 @@ def test_erf_is_within_one_unit_of_the_reference_in_float32_and_float64():
         finite = np.isfinite(want)
         ulps = np.abs(want[finite].astype(np.float64) - got[finite]) / np.spacing(np.abs(want[finite]))
         assert ulps.max() <= 1.0
-        if dtype == np.float32:  # the vectorizing form: only the NaN compares unequal here
-            assert np.count_nonzero(got != want) <= 5  # (every float32 in [0, 4.5]: 3 of 1.08e9 differ)
+        if dtype == np.float32:  # computed in float32: one unit off on 3.4% of these (most in 0.5 <= |x| < 2)
+            assert np.count_nonzero(got[finite] != want[finite]) <= 0.05 * finite.sum()
         assert np.isnan(got[-1]) and got[-2] == 1.0 and np.signbit(got[-3])
 
 
@@ -160,6 +160,116 @@ def test_the_vectorizing_exp_rarely_differs_from_numpys_on_an_even_sample_of_eve
     units = _units_apart(_float32_through(exp_for_float32, x), want)
     assert units.max() <= 1
     assert (units > 0).sum() <= 10  # every float32 in [-104, 89] was measured: 36 of 2.2e9 differ by one unit
+
+
+def _through_lanes32(fn, x):
+    """fn (a float32 -> float32 numba function) applied to every element of a float32 array."""
+    import numba
+
+    @numba.njit(error_model="numpy")
+    def apply(x, out):
+        for i in range(x.shape[0]):
+            out[i] = fn(x[i])
+    out = np.empty_like(x)
+    apply(x, out)
+    return out
+
+
+def test_erf_in_float32_is_within_one_unit_of_the_reference_with_its_edges():
+    from lazytensor.kernels.cpu.special32 import erf_in_float32
+    edges = [np.nan, np.inf, -np.inf, -0.0, 0.0, 1e30, -1e30, 1e-45, -1e-45, 1.0, -1.0, 3.95, -3.95]
+    x = np.concatenate([np.linspace(-12, 12, 2_000_001), edges,
+                        np.random.default_rng(0).normal(size=100_000) * 2]).astype(np.float32)
+    got = _through_lanes32(erf_in_float32, x)
+    want = KERNELS["erf"]({"dtype": np.dtype(np.float32)}, x)
+    assert _units_apart(got, want).max() <= 1
+    assert list(got[2_000_002:2_000_008]) == [1.0, -1.0, 0.0, 0.0, 1.0, -1.0]
+    assert np.signbit(got[2_000_004]) and not np.signbit(got[2_000_005])   # erf(-0.0) is -0.0
+
+
+def test_erf_in_float32_is_within_one_unit_on_an_even_sample_of_every_float32():
+    from lazytensor.kernels.cpu.special32 import erf_in_float32
+    x = _every_kth_float32(0.0, 4.5, 64)
+    x = np.concatenate([x, -x])
+    units = _units_apart(_through_lanes32(erf_in_float32, x), KERNELS["erf"]({"dtype": np.dtype(np.float32)}, x))
+    assert units.max() <= 1
+    assert (units > 0).mean() <= 0.01   # every float32 in [0, 4.5]: 0.7% differ by one unit
+
+
+def test_exp_in_float32_is_within_one_unit_over_the_whole_float32_range():
+    from lazytensor.kernels.cpu.special32 import exp_in_float32
+    edges = [np.nan, np.inf, -np.inf, -0.0, 0.0, 88.72, 88.73, -87.3, -103.97, -104.0, -104.1, 89.0]
+    x = np.concatenate([np.linspace(-110, 95, 4_000_001), edges, _every_kth_float32(0.0, 104.0, 128) * -1,
+                        _every_kth_float32(0.0, 89.0, 128)]).astype(np.float32)
+    got = _through_lanes32(exp_in_float32, x)
+    with np.errstate(over="ignore"):
+        want = np.exp(x.astype(np.float64)).astype(np.float32)  # the reference's definition
+    units = _units_apart(got, want)
+    assert units.max() <= 1
+    assert (units > 0).mean() <= 0.03   # 2.2% of these differ by one unit (of every float32 in [-104, 89]: 0.8%)
+    assert np.isnan(got[4_000_001]) and list(got[4_000_002:4_000_006]) == [np.inf, 0.0, 1.0, 1.0]
+
+
+def _beyond_one_unit(fn, reference, lo, hi):
+    """The float32 x of [lo, hi] (both >= 0, and their negatives) where fn(x) is more than one unit from
+    np.float32(reference(float64 x)), every one of them tried (a numba loop over both cores; the suspects
+    found against numba's float64 reference are returned for the caller to check against the real one)."""
+    import numba
+    from lazytensor.kernels.cpu.special32 import _f32_from_bits
+
+    @numba.njit(error_model="numpy", inline="always")
+    def off(bits, sign):
+        x = _f32_from_bits(np.int32(bits)) * np.float32(sign)
+        got = fn(x)
+        want = np.float32(reference(np.float64(x)))
+        below, above = np.nextafter(want, np.float32(-np.inf)), np.nextafter(want, np.float32(np.inf))
+        return not below <= got <= above
+
+    @numba.njit(error_model="numpy", parallel=True)
+    def count(first, last):
+        n = 0
+        for bits in numba.prange(first, last + 1):
+            n += off(bits, 1.0) + off(bits, -1.0)
+        return n
+
+    @numba.njit(error_model="numpy")
+    def collect(first, last, found):
+        n = 0
+        for bits in range(first, last + 1):
+            for sign in (1.0, -1.0):
+                if off(bits, sign) and n < found.shape[0]:
+                    found[n] = _f32_from_bits(np.int32(bits)) * np.float32(sign)
+                    n += 1
+        return n
+
+    first, last = (int(np.float32(v).view(np.int32)) for v in (lo, hi))
+    if count(first, last) == 0:
+        return np.zeros(0, np.float32)
+    found = np.zeros(1000, np.float32)
+    return found[:collect(first, last, found)]
+
+
+@pytest.mark.slow
+def test_erf_in_float32_is_within_one_unit_on_every_float32():
+    import math
+    from lazytensor.kernels.cpu.special import erf_scalar
+    from lazytensor.kernels.cpu.special32 import erf_in_float32
+    suspects = _beyond_one_unit(erf_in_float32, erf_scalar, 0.0, 4.5)   # past 4.5 both give +-1
+    units = _units_apart(_through_lanes32(erf_in_float32, suspects),
+                         KERNELS["erf"]({"dtype": np.dtype(np.float32)}, suspects))
+    assert units.size == 0 or units.max() <= 1
+    assert np.float32(math.erf(4.5)) == 1.0
+
+
+@pytest.mark.slow
+def test_exp_in_float32_is_within_one_unit_on_every_float32():
+    import math
+    from lazytensor.kernels.cpu.special32 import exp_in_float32
+    suspects = _beyond_one_unit(exp_in_float32, math.exp, 0.0, 104.0)   # past 89 both give inf
+    with np.errstate(over="ignore"):
+        want = np.exp(suspects.astype(np.float64)).astype(np.float32)
+    units = _units_apart(_through_lanes32(exp_in_float32, suspects), want)
+    assert units.size == 0 or units.max() <= 1
 
 
 PROGRAM = textwrap.dedent("""

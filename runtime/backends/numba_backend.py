@@ -10,8 +10,8 @@ step six times slower, bench/RESULTS.md).
 
 From `MIN_ELEMENTS` up it accepts float32/float64 sum/mean/var/std reductions (bit-identical to the
 reference: the same folds, blocked ones included), amax/amin (bit-identical: exact; a zero or NaN result defers to
-NumPy), erf (may differ from the reference in the last unit: libm's exp vs NumPy's in float64, the
-vectorizing erf_for_float32 for float32), softmax/log_softmax and their gradients along any axis (one
+NumPy), erf (may differ from the reference in the last unit: libm's exp vs NumPy's in float64, for float32
+values erf_in_float32, computed in float32 eight lanes wide: within one unit), softmax/log_softmax and their gradients along any axis (one
 kernel each, within a few units of the reference: exp and log; the gradient of softmax is
 bit-identical), layer_norm and its gradient (bit-identical) and the scatter-add of
 index_select/embedding gradients (bit-identical: index order, float64); at any size the AdamW update
@@ -32,6 +32,7 @@ from ...kernels.cpu import philox as cpu_philox
 from ...kernels.cpu import reduce as cpu_reduce
 from ...kernels.cpu import softmax as cpu_softmax
 from ...kernels.cpu import special as cpu_special
+from ...kernels.cpu import special32 as cpu_special32
 from ...kernels import ops
 from ...kernels.reference import KERNELS
 from .. import parallel
@@ -159,7 +160,7 @@ class NumbaBackend(HostBackend):
         if node.op == "erf":
             out = np.empty(node.shape, node.dtype)
             flat, dest = np.ascontiguousarray(x).reshape(-1), out.reshape(-1)
-            erf = cpu_special.erf_into_float32 if x.dtype == np.float32 and node.dtype == np.float32 else \
+            erf = cpu_special32.erf_into_float32 if x.dtype == np.float32 and node.dtype == np.float32 else \
                 cpu_special.erf_into
             parallel.split(lambda lo, hi: erf(flat[lo:hi], dest[lo:hi]), flat.shape[0], 16)
             return out
