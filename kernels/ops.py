@@ -45,9 +45,9 @@ class Op:
     Elementwise records carry their expressions: `numpy` names the NumPy function of the reference
     (None: the reference defines it itself), `py` is the scalar Python expression of the numba fused
     kernel, `py_f32` a faster one where the result is rounded to float32, `py_lane32` one computed in
-    float32 arithmetic on float32 operands (within one unit; a `native` op's `py` serves as its own), `c`
-    the C expression of the
-    device kernels on the wide type `{w}` (`c_int` where integers need another, e.g. wraparound).
+    float32 arithmetic on float32 operands (within one unit; a `native` op's `py` serves as its own),
+    `c` the C expression of the device kernels on the wide type `{w}` (`c_int` where integers need
+    another, e.g. wraparound).
     `native`: correctly rounded, so computing in the output dtype gives the widen-and-round bits.
     `wide`: the device needs float64 arithmetic to match the reference (float-only dialects decline).
     `kernels`: the backends beyond the NumPy reference that have a kernel ("numba": a numba kernel of

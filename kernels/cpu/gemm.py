@@ -13,14 +13,13 @@ measuring again; `numpy` or `blis` fixes the choice. Outside these sizes NumPy k
 below 2^18 BLIS's call costs more than it saves (~10 us against ~3), above 2^25 the two are alike.
 The products are the same sums in another order: matmul is in the tolerance class.
 """
+import contextlib
 import hashlib
 import importlib.metadata
 import json
 import os
 import platform
 import time
-
-import contextlib
 
 import numpy as np
 

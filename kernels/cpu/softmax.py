@@ -3,8 +3,8 @@ structure per row: the same steps, roundings and float64 left folds as kernels/r
 
 Arithmetic runs in the array's dtype (each float32 operation is correctly rounded, as the reference's
 per-op rounding); exp of float32 values is `exp_in_float32` (computed in float32, within one float32
-unit of the reference; its loop runs eight lanes wide), of float64 values libm's; log is libm's. So results are within a few units
-of the reference, not bit-identical (docs/NUMERICS.md).
+unit of the reference; its loop runs eight lanes wide), of float64 values libm's; log is libm's. So
+results are within a few units of the reference, not bit-identical (docs/NUMERICS.md).
 """
 import math
 

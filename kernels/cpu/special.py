@@ -4,9 +4,9 @@ branch-free exp and erf for results that are rounded to float32 (they vectorize;
 erf differs from the reference only in the exponential: libm's exp here, NumPy's there; both are
 within an ulp of exact, so results may differ in the last unit (measured in tests/test_numba_backend.py).
 The float32 forms are polynomials evaluated with FMA, computed in float64 (so their own rounding stays
-far below a float32 unit): for results rounded to float32 from float64 arithmetic (sigmoid, softmax's
-rows, operands that are not float32). Where operand and result are both float32, special32.py's forms
-compute in float32 instead, twice as many lanes wide.
+far below a float32 unit): for results rounded to float32 from float64 arithmetic (sigmoid, operands
+that are not float32). Where operand and result are both float32, special32.py's forms compute in
+float32 instead, twice as many lanes wide.
 """
 import math
 
