@@ -1,6 +1,7 @@
 """The settings kernels need from outside: where compiled kernels are cached, which NVRTC library to
-load, which CUDA matmul to render, which library computes mid-sized float32 products on the CPU. The kernels read no environment variable; the runtime's
-configuration (runtime/config.py, the one table of LAZYTENSOR_* variables) provides these at import."""
+load, which CUDA matmul to render, which library computes mid-sized float32 products on the CPU. The
+kernels read no environment variable; the runtime's configuration (runtime/config.py, the one table of
+LAZYTENSOR_* variables) provides these at import."""
 import os
 
 _providers = {

@@ -1,17 +1,21 @@
 """The numba backend against the NumPy reference: bit-identical folds, erf within one unit, BLIS products
 (and the per-machine choice between BLIS and NumPy's BLAS)."""
 import json
+import math
 import os
 import subprocess
 import sys
 import textwrap
 
+import numba
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
 import lazytensor as lt
 from lazytensor.kernels.cpu import gemm
+from lazytensor.kernels.cpu.special import erf_for_float32, erf_scalar, exp_for_float32
+from lazytensor.kernels.cpu.special32 import _f32_from_bits, erf_in_float32, exp_in_float32
 from lazytensor.kernels.reference import KERNELS
 from lazytensor.runtime import devices, parallel
 from lazytensor.runtime.backends.numba_backend import MIN_ELEMENTS, NumbaBackend
@@ -97,8 +101,6 @@ def test_erf_is_within_one_unit_of_the_reference_in_float32_and_float64():
 def _float32_through(scalar_fn, x):
     """scalar_fn (a numba function of a float64) applied to float32 `x` inside a compiled loop, rounded
     to float32: the way the fused kernels call it."""
-    import numba
-
     @numba.njit(error_model="numpy")
     def apply(x, out):
         for i in range(x.shape[0]):
@@ -115,7 +117,6 @@ def _units_apart(got, want):
 
 
 def test_the_vectorizing_exp_is_within_one_float32_unit_over_the_whole_float32_range():
-    from lazytensor.kernels.cpu.special import exp_for_float32
     x = np.concatenate([np.linspace(-110, 95, 4_000_001), [np.nan, np.inf, -np.inf, -0.0, 0.0, 88.72, -103.97],
                         np.random.default_rng(0).normal(size=100_000) * 5]).astype(np.float32)
     got = _float32_through(exp_for_float32, x)
@@ -127,7 +128,6 @@ def test_the_vectorizing_exp_is_within_one_float32_unit_over_the_whole_float32_r
 
 
 def test_the_vectorizing_erf_is_within_one_float32_unit_of_the_reference():
-    from lazytensor.kernels.cpu.special import erf_for_float32
     x = np.concatenate([np.linspace(-12, 12, 2_000_001), [np.nan, np.inf, -np.inf, -0.0, 0.0, 1e30, -1e30],
                         np.random.default_rng(0).normal(size=100_000) * 2]).astype(np.float32)
     got = _float32_through(erf_for_float32, x)
@@ -143,7 +143,6 @@ def _every_kth_float32(lo, hi, k):
 
 
 def test_the_vectorizing_erf_rarely_differs_from_the_reference_on_an_even_sample_of_every_float32():
-    from lazytensor.kernels.cpu.special import erf_for_float32
     x = _every_kth_float32(0.0, 4.5, 64)  # 16.9M values; 4.5 is past where erf rounds to 1
     x = np.concatenate([x, -x])
     units = _units_apart(_float32_through(erf_for_float32, x), KERNELS["erf"]({"dtype": np.dtype(np.float32)}, x))
@@ -152,7 +151,6 @@ def test_the_vectorizing_erf_rarely_differs_from_the_reference_on_an_even_sample
 
 
 def test_the_vectorizing_exp_rarely_differs_from_numpys_on_an_even_sample_of_every_float32():
-    from lazytensor.kernels.cpu.special import exp_for_float32
     x = _every_kth_float32(0.0, 104.0, 128)
     x = np.concatenate([x[x <= 89.0], -x])
     with np.errstate(over="ignore"):
@@ -164,8 +162,6 @@ def test_the_vectorizing_exp_rarely_differs_from_numpys_on_an_even_sample_of_eve
 
 def _through_lanes32(fn, x):
     """fn (a float32 -> float32 numba function) applied to every element of a float32 array."""
-    import numba
-
     @numba.njit(error_model="numpy")
     def apply(x, out):
         for i in range(x.shape[0]):
@@ -176,7 +172,6 @@ def _through_lanes32(fn, x):
 
 
 def test_erf_in_float32_is_within_one_unit_of_the_reference_with_its_edges():
-    from lazytensor.kernels.cpu.special32 import erf_in_float32
     edges = [np.nan, np.inf, -np.inf, -0.0, 0.0, 1e30, -1e30, 1e-45, -1e-45, 1.0, -1.0, 3.95, -3.95]
     x = np.concatenate([np.linspace(-12, 12, 2_000_001), edges,
                         np.random.default_rng(0).normal(size=100_000) * 2]).astype(np.float32)
@@ -188,7 +183,6 @@ def test_erf_in_float32_is_within_one_unit_of_the_reference_with_its_edges():
 
 
 def test_erf_in_float32_is_within_one_unit_on_an_even_sample_of_every_float32():
-    from lazytensor.kernels.cpu.special32 import erf_in_float32
     x = _every_kth_float32(0.0, 4.5, 64)
     x = np.concatenate([x, -x])
     units = _units_apart(_through_lanes32(erf_in_float32, x), KERNELS["erf"]({"dtype": np.dtype(np.float32)}, x))
@@ -197,7 +191,6 @@ def test_erf_in_float32_is_within_one_unit_on_an_even_sample_of_every_float32():
 
 
 def test_exp_in_float32_is_within_one_unit_over_the_whole_float32_range():
-    from lazytensor.kernels.cpu.special32 import exp_in_float32
     edges = [np.nan, np.inf, -np.inf, -0.0, 0.0, 88.72, 88.73, -87.3, -103.97, -104.0, -104.1, 89.0]
     x = np.concatenate([np.linspace(-110, 95, 4_000_001), edges, _every_kth_float32(0.0, 104.0, 128) * -1,
                         _every_kth_float32(0.0, 89.0, 128)]).astype(np.float32)
@@ -214,9 +207,6 @@ def _beyond_one_unit(fn, reference, lo, hi):
     """The float32 x of [lo, hi] (both >= 0, and their negatives) where fn(x) is more than one unit from
     np.float32(reference(float64 x)), every one of them tried (a numba loop over both cores; the suspects
     found against numba's float64 reference are returned for the caller to check against the real one)."""
-    import numba
-    from lazytensor.kernels.cpu.special32 import _f32_from_bits
-
     @numba.njit(error_model="numpy", inline="always")
     def off(bits, sign):
         x = _f32_from_bits(np.int32(bits)) * np.float32(sign)
@@ -251,9 +241,6 @@ def _beyond_one_unit(fn, reference, lo, hi):
 
 @pytest.mark.slow
 def test_erf_in_float32_is_within_one_unit_on_every_float32():
-    import math
-    from lazytensor.kernels.cpu.special import erf_scalar
-    from lazytensor.kernels.cpu.special32 import erf_in_float32
     suspects = _beyond_one_unit(erf_in_float32, erf_scalar, 0.0, 4.5)   # past 4.5 both give +-1
     units = _units_apart(_through_lanes32(erf_in_float32, suspects),
                          KERNELS["erf"]({"dtype": np.dtype(np.float32)}, suspects))
@@ -263,8 +250,6 @@ def test_erf_in_float32_is_within_one_unit_on_every_float32():
 
 @pytest.mark.slow
 def test_exp_in_float32_is_within_one_unit_on_every_float32():
-    import math
-    from lazytensor.kernels.cpu.special32 import exp_in_float32
     suspects = _beyond_one_unit(exp_in_float32, math.exp, 0.0, 104.0)   # past 89 both give inf
     with np.errstate(over="ignore"):
         want = np.exp(suspects.astype(np.float64)).astype(np.float32)
