@@ -4,6 +4,11 @@ numba's `cache=True` writes `.nbi`/`.nbc` files into a `__pycache__` beside the 
 site-packages that folder is not pip's: it survives `pip uninstall`, and a later editable install then
 finds `lazytensor/` as a namespace package and fails to import. The locator below sends our functions'
 cache to `cache_path("numba")` instead; other people's numba functions keep numba's own rules.
+
+numba judges a cached function fresh by its own file's time and size alone, yet our kernels inline
+functions from other files (softmax's rows call special32's exp): a change there would leave the
+cached machine code stale. So a function's stamp here is that of every source file of the kernels
+folder: a change to any of them recompiles every kernel once.
 """
 import os
 
@@ -18,12 +23,34 @@ _UserProvided = getattr(caching, "UserProvidedCacheLocator", None) or caching._U
 _Impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl
 
 
+def folder_stamp(root):
+    """(relative path, modification time, size) of every .py file under `root`, sorted."""
+    stamps = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                st = os.stat(path)
+                stamps.append((os.path.relpath(path, root), st.st_mtime, st.st_size))
+    return tuple(stamps)
+
+
+_stamp = []  # the kernels folder's stamp, taken once per process
+
+
 class KernelCacheLocator(_UserProvided):
-    """Caches functions defined under the kernels folder in `cache_path("numba")`."""
+    """Caches functions defined under the kernels folder in `cache_path("numba")`, fresh while no
+    source file of the folder changed."""
 
     def __init__(self, py_func, py_file):
         super().__init__(py_func, py_file)
         self._cache_path = os.path.join(cache_path("numba"), self.get_suitable_cache_subpath(py_file))
+
+    def get_source_stamp(self):
+        if not _stamp:
+            _stamp.append(folder_stamp(_PACKAGE_ROOT))
+        return _stamp[0]
 
     @classmethod
     def from_function(cls, py_func, py_file):
