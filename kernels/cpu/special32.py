@@ -45,8 +45,8 @@ _EXP_TAIL = tuple(_F(1.0 / math.factorial(n)) for n in range(7, 1, -1))
 
 @nb.njit(cache=True, inline="always")
 def _exp_reduced(xh, xl):
-    """exp(xh + xl) as a float32, for xh + xl whose k = round((xh + xl) / ln 2) scales into the normal
-    range in one step (|k| <= 126); xl extends xh's precision."""
+    """(p, k) with exp(xh + xl) = p 2^k, p in [0.7, 1.5] a float32 and k = round(xh / ln 2) an int32;
+    xl extends xh's precision. The caller applies 2^k."""
     k = np.floor(xh * _LOG2E + _F(0.5))
     r = _fma32(k, -_LN2_LO, _fma32(k, -_LN2_HI, xh) + xl)
     q = _EXP_TAIL[0]
