@@ -271,6 +271,18 @@ def test_replacing_the_optimizer_state_is_seen_and_recaptured():
     assert results[True] == results[False]
 
 
+def _classification_step(model, opt):
+    """One training step as users write it: zero the grads, the cross-entropy loss, backward, the
+    optimizer's step; returns the loss."""
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
 def _classifier_steps(compiled, make_opt, steps, make_sched=None):
     """`steps` steps of a small classifier (Linear, ReLU, Linear, cross entropy) trained by the optimizer
     `make_opt(parameters)` builds, eager or compiled: the losses, the final parameters, and the kernels
@@ -279,13 +291,7 @@ def _classifier_steps(compiled, make_opt, steps, make_sched=None):
     model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 3))
     opt = make_opt(model.parameters())
     sched = make_sched(opt) if make_sched is not None else None
-
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
+    step = _classification_step(model, opt)
     fn = lt.jit(step) if compiled else step
     rs = np.random.default_rng(0)
     out = []
@@ -499,13 +505,7 @@ def test_a_replay_updating_adamw_state_in_place_never_makes_the_stacked_results(
         lt.manual_seed(0)
         model = nn.Sequential(nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 4))
         opt = lt.optim.AdamW(model.parameters(), lr=1e-3)
-
-        def step(x, y):
-            opt.zero_grad()
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
+        step = _classification_step(model, opt)
         fn = lt.jit(step) if compiled else step
         rs = np.random.default_rng(0)
         for _ in range(4):

@@ -14,8 +14,8 @@ from hypothesis import given, settings, strategies as st
 
 import lazytensor as lt
 from lazytensor.kernels.cpu import gemm
-from lazytensor.kernels.cpu.special import erf_for_float32, erf_scalar, exp_for_float32
-from lazytensor.kernels.cpu.special32 import _f32_from_bits, erf_in_float32, exp_in_float32
+from lazytensor.kernels.cpu.special import erf_for_float32, erf_scalar, exp_for_float32, float_from_bits
+from lazytensor.kernels.cpu.special32 import erf_in_float32, exp_in_float32
 from lazytensor.kernels.reference import KERNELS
 from lazytensor.runtime import devices, parallel
 from lazytensor.runtime.backends.numba_backend import MIN_ELEMENTS, NumbaBackend
@@ -209,7 +209,7 @@ def _beyond_one_unit(fn, reference, lo, hi):
     found against numba's float64 reference are returned for the caller to check against the real one)."""
     @numba.njit(error_model="numpy", inline="always")
     def off(bits, sign):
-        x = _f32_from_bits(np.int32(bits)) * np.float32(sign)
+        x = float_from_bits(np.int32(bits)) * np.float32(sign)
         got = fn(x)
         want = np.float32(reference(np.float64(x)))
         below, above = np.nextafter(want, np.float32(-np.inf)), np.nextafter(want, np.float32(np.inf))
@@ -228,7 +228,7 @@ def _beyond_one_unit(fn, reference, lo, hi):
         for bits in range(first, last + 1):
             for sign in (1.0, -1.0):
                 if off(bits, sign) and n < found.shape[0]:
-                    found[n] = _f32_from_bits(np.int32(bits)) * np.float32(sign)
+                    found[n] = float_from_bits(np.int32(bits)) * np.float32(sign)
                     n += 1
         return n
 

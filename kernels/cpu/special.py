@@ -61,21 +61,30 @@ def erf_into(x, out):
 
 
 @intrinsic
-def _f64_from_bits(typingctx, bits):
-    """The float64 whose IEEE bits are the int64 `bits` (a free reinterpretation, as C's memcpy)."""
+def float_from_bits(typingctx, bits):
+    """The float whose IEEE bits are `bits`: float64 for an int64, float32 for an int32 (a free
+    reinterpretation, as C's memcpy)."""
+    width = {types.int64: types.float64, types.int32: types.float32}.get(bits)
+    if width is None:
+        return None
+
     def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.float64))
-    return types.float64(types.int64), codegen
+        return builder.bitcast(args[0], context.get_value_type(width))
+    return width(bits), codegen
 
 
 @intrinsic
-def _fma(typingctx, a, b, c):
-    """a * b + c rounded once (llvm.fma: one instruction where the CPU has FMA; it vectorizes)."""
+def fma(typingctx, a, b, c):
+    """a * b + c rounded once, for three float64 or three float32 values (llvm.fma: one instruction where
+    the CPU has FMA; it vectorizes)."""
+    if not (a == b == c and a in (types.float64, types.float32)):
+        return None
+
     def codegen(context, builder, signature, args):
-        double = ir.DoubleType()
-        fn = builder.module.declare_intrinsic("llvm.fma", [double], ir.FunctionType(double, [double] * 3))
+        t = context.get_value_type(a)
+        fn = builder.module.declare_intrinsic("llvm.fma", [t], ir.FunctionType(t, [t] * 3))
         return builder.call(fn, args)
-    return types.float64(types.float64, types.float64, types.float64), codegen
+    return a(a, a, a), codegen
 
 
 @nb.njit(cache=True, inline="always")
@@ -85,10 +94,10 @@ def _polynomial(x, c):
     n = c.shape[0]
     high, low = c[0], c[1]
     for i in range(2, n, 2):
-        high = _fma(high, x2, c[i])
+        high = fma(high, x2, c[i])
         if i + 1 < n:
-            low = _fma(low, x2, c[i + 1])
-    return _fma(high, x, low) if n % 2 == 0 else _fma(low, x, high)
+            low = fma(low, x2, c[i + 1])
+    return fma(high, x, low) if n % 2 == 0 else fma(low, x, high)
 
 
 _LOG2E = 1.4426950408889634
@@ -106,7 +115,8 @@ def exp_for_float32(x):
     xc = min(max(x, -104.0), 89.0)
     k = np.floor(xc * _LOG2E + 0.5)
     r = (xc - k * _LN2_HI) - k * _LN2_LO
-    y = _polynomial(r, _EXP_TAYLOR) * _f64_from_bits((np.int64(np.int32(k)) + 1023) << 52)
+    scale = float_from_bits((np.int64(np.int32(k)) + 1023) << 52)
+    y = _polynomial(r, _EXP_TAYLOR) * scale
     y = np.inf if x > 89.0 else y
     y = 0.0 if x < -104.0 else y
     return y if x == x else x

@@ -11,30 +11,10 @@ import math
 
 import numba as nb
 import numpy as np
-from llvmlite import ir
-from numba.core import types
-from numba.core.extending import intrinsic
+
+from .special import float_from_bits, fma
 
 _F = np.float32
-
-
-@intrinsic
-def _fma32(typingctx, a, b, c):
-    """a * b + c for float32, rounded once (llvm.fma: one instruction where the CPU has FMA; it vectorizes)."""
-    def codegen(context, builder, signature, args):
-        single = ir.FloatType()
-        fn = builder.module.declare_intrinsic("llvm.fma", [single], ir.FunctionType(single, [single] * 3))
-        return builder.call(fn, args)
-    return types.float32(types.float32, types.float32, types.float32), codegen
-
-
-@intrinsic
-def _f32_from_bits(typingctx, bits):
-    """The float32 whose IEEE bits are the int32 `bits`."""
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.float32))
-    return types.float32(types.int32), codegen
-
 
 _LOG2E = _F(1.4426950408889634)
 _LN2_HI = _F(0.693359375)         # ln 2 with few bits, so that k * _LN2_HI is exact (Cody-Waite)
@@ -48,11 +28,11 @@ def _exp_reduced(xh, xl):
     """(p, k) with exp(xh + xl) = p 2^k, p in [0.7, 1.5] a float32 and k = round(xh / ln 2) an int32;
     xl extends xh's precision. The caller applies 2^k."""
     k = np.floor(xh * _LOG2E + _F(0.5))
-    r = _fma32(k, -_LN2_LO, _fma32(k, -_LN2_HI, xh) + xl)
+    r = fma(k, -_LN2_LO, fma(k, -_LN2_HI, xh) + xl)
     q = _EXP_TAIL[0]
     for c in _EXP_TAIL[1:]:
-        q = _fma32(q, r, c)
-    p = _fma32(r * r, q, r) + _F(1.0)
+        q = fma(q, r, c)
+    p = fma(r * r, q, r) + _F(1.0)
     return p, np.int32(k)
 
 
@@ -64,7 +44,7 @@ def exp_in_float32(x):
     xc = min(max(x, _F(-104.0)), _F(89.0))
     p, k = _exp_reduced(xc, _F(0.0))
     half = k >> 1
-    y = p * _f32_from_bits((half + 127) << 23) * _f32_from_bits((k - half + 127) << 23)
+    y = p * float_from_bits(np.int32((half + 127) << 23)) * float_from_bits(np.int32((k - half + 127) << 23))
     y = _F(np.inf) if x > _F(89.0) else y
     y = _F(0.0) if x < _F(-104.0) else y
     return y if x == x else x
@@ -95,19 +75,19 @@ def erf_in_float32(x):
     z = x * x
     q = _ERF_Q[0]
     for c in _ERF_Q[1:]:
-        q = _fma32(q, z, c)
-    small = _fma32(x, _C0_HI, x * _fma32(z, q, _C0_LO))
+        q = fma(q, z, c)
+    small = fma(x, _C0_HI, x * fma(z, q, _C0_LO))
     t = min(max(ax, _F(1.0)), _F(3.95))
     t2 = t * t
-    t2_lo = _fma32(t, t, -t2)
+    t2_lo = fma(t, t, -t2)
     u = t - _ERFC_MID
     m = _ERFC_M[0]
     for c in _ERFC_M[1:]:
-        m = _fma32(m, u, c)
+        m = fma(m, u, c)
     s = m - t2                 # |t^2| >= |m|, so (s, s_lo) is m - t^2 exactly (Fast2Sum)
     s_lo = m - (s + t2)
     p, k = _exp_reduced(s, s_lo - t2_lo)
-    large = _F(1.0) - p * _f32_from_bits((k + 127) << 23)
+    large = _F(1.0) - p * float_from_bits(np.int32((k + 127) << 23))
     large = -large if x < _F(0.0) else large
     y = small if ax <= _F(1.0) else large
     y = (_F(1.0) if x > _F(0.0) else _F(-1.0)) if ax > _F(3.95) else y
