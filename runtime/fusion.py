@@ -35,9 +35,11 @@ class Group:
         self.root, self.recipe, self.inputs, self.params, self.label = root, recipe, inputs, params, label
 
 
-def plan(order, roots):
+def plan(order, roots, lone_from=None):
     """{root node: Group} and the ids of the nodes computed inside some group's kernel (ids, so the
-    plan holds no member alive after the scheduler has passed it)."""
+    plan holds no member alive after the scheduler has passed it). With `lone_from`, a fusable node of
+    at least that many elements with nothing to fuse is a group of its own: a generated kernel can be
+    cut in pieces for several threads, NumPy's ufunc cannot."""
     in_batch = set(order)
     consumers = collections.Counter()
     for node in order:
@@ -58,7 +60,7 @@ def plan(order, roots):
                 size[node] += size[inp]
     groups = {}
     for node in size:
-        if node not in absorbed and size[node] > 1:
+        if node not in absorbed and (size[node] > 1 or lone_from is not None and node.size >= lone_from):
             groups[node] = _build(node, absorbed, consumers, wanted)
     return groups, {id(n) for n in absorbed}
 

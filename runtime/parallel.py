@@ -1,25 +1,43 @@
-"""CPU threads for host kernels: one pool of worker threads splits a kernel's rows between the cores.
+"""CPU threads for host kernels: numba's thread pool runs the pieces of a kernel's rows side by side.
 
-OpenBLAS keeps its own threads spinning for a while after every product, so any other parallel work
-in that window fights them for the cores (a 2-thread step once took six times longer that way). So
-while the engine runs kernels with more than one thread, OpenBLAS is held to one thread (through
-threadpoolctl; restored when the run ends) and matrix products are split by rows like every other
-kernel. Without threadpoolctl the engine runs its kernels on one thread and leaves BLAS alone.
+Every kernel that splits has a parallel form, a `prange` over piece bounds that calls the one-thread
+kernel on each piece (kernels/cpu/), so each row is computed as on one thread: the bytes do not depend
+on the thread count (matrix products excepted: a piece may be blocked differently, and matmul is in the
+tolerance class). The pieces run on numba's pool only where its threading layer keeps idle threads
+spinning between launches (OpenMP or TBB: a launch costs a few microseconds); numba's fallback layer
+(workqueue) wakes its threads through the OS on every launch (~150 us measured on a 2-vCPU VM), more
+than a training step's kernels gain, so without OpenMP or TBB the kernels run on one thread. (An earlier
+pool of Python threads handed pieces over through locks and the GIL: 20-65 us a hand-off on that VM,
+which made a two-thread training step slower than a one-thread one; bench/RESULTS.md.)
+
+OpenBLAS also keeps its idle threads spinning, and two spinning pools on the same cores take turns by
+the scheduler's time slices (a kernel and a product taking 0.3 and 0.4 ms alone took 8 ms together). So
+from the first run of kernels split between several threads, OpenBLAS is held to one thread (through
+threadpoolctl) until `set_num_threads(1)`, and big matrix products run in pieces on numba's pool as
+well, each piece a one-thread OpenBLAS call (kernels/cpu/blas.py). Holding it only during each run was
+not enough: restoring its threads woke them, and they spun through the next run (a replayed training
+step took 520 ms instead of 32). Without threadpoolctl the engine runs its kernels on one thread and
+leaves BLAS alone. GNU OpenMP cannot be used again in a forked child, so a forked process runs its
+kernels on one thread.
 
 The thread count: `lt.set_num_threads(n)`, else LAZYTENSOR_NUM_THREADS, else OMP_NUM_THREADS, else the
-cores this process may use.
+cores this process may use (at most numba's pool size, NUMBA_NUM_THREADS).
 """
 import contextlib
 import os
 import threading
 
+import numpy as np
+
 from . import config
+from ..kernels.cpu import pool
 
-# Elements of work per thread below which a kernel is not split (~0.2 ms; a hand-off costs 0.012-0.06).
-MIN_SPLIT = 262144
+# Elements of work per piece below which a kernel is not split (~10-20 us of work; a launch on a
+# spinning pool costs ~3 us, bench/RESULTS.md).
+MIN_PIECE = 32768
 
-_state = {"threads": None, "pool": None, "controller": None, "depth": 0, "owner": None}
-_lock = threading.Lock()
+_state = {"threads": None, "controller": None, "layer": None, "forked": False, "depth": 0, "owner": None,
+          "blas_held": None}
 
 
 def _default_threads():
@@ -49,129 +67,116 @@ def _controller():
     return _state["controller"]
 
 
+def _spinning_pool():
+    """Whether numba's pool keeps its threads spinning between launches (its threading layer is OpenMP
+    or TBB), asked once: the first ask starts the pool. False in a forked child."""
+    if _state["layer"] is None:
+        _state["layer"] = pool.threading_layer()
+    return _state["layer"] in ("omp", "tbb") and not _state["forked"]
+
+
+def _after_fork_in_child():
+    _state["forked"] = True
+    _state["depth"], _state["owner"] = 0, None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def set_num_threads(n):
-    """Use `n` threads for host kernels (1: everything on the calling thread, BLAS left alone)."""
+    """Use `n` threads for host kernels (1: everything on the calling thread, BLAS's threads restored)."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"set_num_threads: expected a positive integer, got {n!r}")
     _state["threads"] = n
+    if n == 1 and _state["blas_held"] is not None:
+        _state["blas_held"].restore_original_limits()
+        _state["blas_held"] = None
+
+
+def _hold_blas():
+    """OpenBLAS on one thread from now until set_num_threads(1) (see above)."""
+    if _state["blas_held"] is None:
+        _state["blas_held"] = _controller().limit(limits=1, user_api="blas")
 
 
 def num_threads():
-    """The threads host kernels may use: 1 when threadpoolctl is missing (see the module docstring)."""
+    """The threads host kernels use: 1 without threadpoolctl or a spinning numba pool (see above)."""
     if _state["threads"] is None:
         _state["threads"] = _default_threads()
-    n = _state["threads"]
-    return n if n > 1 and _controller() else 1
+    n = min(_state["threads"], pool.size())
+    # the pool first: starting it loads SciPy's OpenBLAS where SciPy is installed (numba imports SciPy),
+    # and the controller holds only the BLAS libraries loaded when it is made
+    return n if n > 1 and _spinning_pool() and _controller() else 1
+
+
+def _work(node):
+    """Elements of work of a node's kernel: its size, times the inner dimension for a product."""
+    if node.op == "matmul" and node.inputs and len(node.inputs[0].shape) >= 1:
+        return node.size * node.inputs[0].shape[-1]
+    return node.size
 
 
 def worth_splitting(nodes):
-    """Whether any result of `nodes` is big enough to split between threads (MIN_SPLIT elements). The
-    pieces decide per kernel (`ranges`): the small kernels of a run stay whole. An average over the
-    run, the earlier rule, left a training step of many small kernels and a few big ones unsplit (a
-    replayed tiny step at 2 threads: 60.6 ms instead of 48.4, bench/RESULTS.md)."""
-    return any(n.size >= MIN_SPLIT for n in nodes)
+    """Whether any kernel of `nodes` has the work of two pieces (2 MIN_PIECE elements). The pieces
+    decide per kernel (`pieces`): the small kernels of a run stay whole."""
+    return any(_work(n) >= 2 * MIN_PIECE for n in nodes)
 
 
 @contextlib.contextmanager
 def kernels_session(nodes, worth=None):
     """Around a run of the kernels of `nodes` (or, where `worth` is given, kernels for which
-    `worth_splitting` said so): with several threads and results big enough to split, OpenBLAS on one
-    thread and our splits on (see above). Smaller kernels would spend more on hand-offs than they gain,
-    and OpenBLAS's own threads sync faster for small float64 products (measured: bench/RESULTS.md), so
-    a run of only them is left to OpenBLAS."""
-    if _state["depth"] or num_threads() == 1 or not (worth_splitting(nodes) if worth is None else worth):
+    `worth_splitting` said so): with several threads and kernels big enough to split, OpenBLAS held to
+    one thread, numba's pool at our thread count, and `pieces` cutting kernels (see above). A run of
+    only small kernels is left as it is."""
+    if not _splits(nodes, worth):
         yield
         return
+    _hold_blas()
+    pool.use_threads(num_threads())  # numba's thread count is per calling thread
+    with _splitting_here():
+        yield
+
+
+@contextlib.contextmanager
+def planning(nodes):
+    """Around planning the kernels of `nodes` (runtime/planner.py): `splitting` and `pieces` answer as
+    they will in the run's kernels_session, with nothing held or started."""
+    if not _splits(nodes, None):
+        yield
+        return
+    with _splitting_here():
+        yield
+
+
+def _splits(nodes, worth):
+    return not _state["depth"] and num_threads() > 1 and (worth_splitting(nodes) if worth is None else worth)
+
+
+@contextlib.contextmanager
+def _splitting_here():
     _state["depth"] += 1
-    _state["owner"] = threading.get_ident()  # only this thread splits: the workers serve one caller
+    _state["owner"] = threading.get_ident()
     try:
-        with _controller().limit(limits=1, user_api="blas"):
-            yield
+        yield
     finally:
         _state["depth"] -= 1
         _state["owner"] = None
 
 
 def splitting():
-    """Whether this thread splits kernels now (inside a run of big kernels with several threads)."""
+    """Whether this thread cuts kernels into pieces now (inside a run of big kernels, several threads)."""
     return _state["depth"] > 0 and _state["owner"] == threading.get_ident()
 
 
-class _Worker:
-    """One persistent thread running one piece at a time, signalled through two locks (no queue, no
-    futures). A hand-off measured 12-60 us here, about what concurrent.futures costs (bench/RESULTS.md)."""
-
-    def __init__(self):
-        self._go, self._done = threading.Lock(), threading.Lock()
-        self._go.acquire()
-        self._done.acquire()
-        self._task, self._error = None, None
-        threading.Thread(target=self._loop, name="lazytensor-kernels", daemon=True).start()
-
-    def _loop(self):
-        while True:
-            self._go.acquire()
-            fn, lo, hi = self._task
-            try:
-                fn(lo, hi)
-            except BaseException as e:  # handed to the caller by wait()
-                self._error = e
-            self._task = None
-            self._done.release()
-
-    def start(self, fn, lo, hi):
-        self._task = (fn, lo, hi)
-        self._go.release()
-
-    def wait(self):
-        """Block until the piece ran; re-raise what it raised."""
-        self._done.acquire()
-        error, self._error = self._error, None
-        if error is not None:
-            raise error
-
-
-def _workers(n):
-    with _lock:
-        pool = _state["pool"] or []
-        while len(pool) < n:
-            pool.append(_Worker())
-        _state["pool"] = pool
-        return pool[:n]
-
-
-def ranges(n, work_per_item=1):
-    """[lo, hi) pieces of range(n), one per thread that gets at least MIN_SPLIT elements of work."""
-    parts = min(_state["threads"] or 1, n, max(1, (n * work_per_item) // MIN_SPLIT))
-    if parts <= 1 or not splitting():
-        return [(0, n)]
+def pieces(n, work_per_item=1):
+    """Bounds of the pieces of range(n) for this run's threads, an int64 array 0 = b_0 < ... < b_k = n
+    with at least MIN_PIECE elements of work in each piece, or None for one piece (the kernel runs whole
+    on this thread). The kernels' `pieces` argument (kernels/cpu/common.py)."""
+    if not splitting():
+        return None
+    parts = min(num_threads(), n, (n * work_per_item) // MIN_PIECE)
+    if parts <= 1:
+        return None
     step, extra = divmod(n, parts)
-    out, lo = [], 0
-    for k in range(parts):
-        hi = lo + step + (1 if k < extra else 0)
-        out.append((lo, hi))
-        lo = hi
-    return out
-
-
-def split(fn, n, work_per_item=1):
-    """fn(lo, hi) over pieces of range(n): the first on this thread, the rest on worker threads. `fn`
-    must release the GIL (numba nogil kernels, NumPy's BLAS calls) for the pieces to overlap."""
-    pieces = ranges(n, work_per_item)
-    if len(pieces) == 1:
-        fn(0, n)
-        return
-    workers = _workers(len(pieces) - 1)
-    for w, (lo, hi) in zip(workers, pieces[1:]):
-        w.start(fn, lo, hi)
-    try:
-        fn(*pieces[0])
-    finally:
-        errors = []
-        for w in workers:
-            try:
-                w.wait()
-            except BaseException as e:
-                errors.append(e)
-    if errors:
-        raise errors[0]
+    return np.cumsum([0] + [step + (k < extra) for k in range(parts)], dtype=np.int64)

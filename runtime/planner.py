@@ -13,11 +13,11 @@ import math
 
 import numpy as np
 
-from . import constants, devices, fusion, policy
+from . import constants, devices, fusion, parallel, policy
 from .graph import Node, pending_order
 from .locking import serialized
 from .policy import is_param
-from .scheduler import keeps_host_copy
+from .scheduler import keeps_host_copy, lone_from
 
 
 class PlannedValue:
@@ -113,9 +113,14 @@ class Plan:
 def plan(roots):
     """The Plan of `realize(roots)`; computes nothing, moves nothing, and changes no backend state."""
     order = pending_order(roots)
+    with parallel.planning(order):
+        return _plan(order, roots)
+
+
+def _plan(order, roots):
     chain = devices.chain()
     fuser = devices.fusing_backend(chain) if order else None
-    groups, absorbed = fusion.plan(order, roots) if fuser is not None else ({}, ())
+    groups, absorbed = fusion.plan(order, roots, lone_from(fuser)) if fuser is not None else ({}, ())
     deferred = constants.deferrable(order, roots, groups, absorbed) if order and not chain[0].is_host else set()
     planner = _Planner(chain)
     for node in order:

@@ -39,7 +39,7 @@ def realize(roots):
 def _realize(order, roots):
     chain = devices.chain()
     fuser = devices.fusing_backend(chain)
-    groups, absorbed = fusion.plan(order, roots) if fuser is not None else ({}, ())
+    groups, absorbed = fusion.plan(order, roots, lone_from(fuser)) if fuser is not None else ({}, ())
     deferred = constants.deferrable(order, roots, groups, absorbed) if not chain[0].is_host else set()
     kernels = 0
     for i in range(len(order)):
@@ -56,6 +56,12 @@ def _realize(order, roots):
         kernels += 1
     COUNTERS.kernels += kernels
     return kernels
+
+
+def lone_from(fuser):
+    """Elements from which a lone elementwise node runs as a generated kernel (fusion.plan): when the
+    fuser's kernels are cut in pieces for several CPU threads in this run (numba's); else None."""
+    return 2 * parallel.MIN_PIECE if fuser.in_pieces and parallel.splitting() else None
 
 
 def _constants_for(inputs, deferred, chain):

@@ -184,8 +184,8 @@ def test_a_second_process_loads_fused_kernels_from_the_disk_cache(tmp_path):
         from lazytensor.kernels.cpu import fused
         x = lt.tensor(np.ones((8, 1024), np.float32))
         ((x * 1.25 + 0.5).tanh() * x).realize()
-        (kernel,) = fused._compiled.values()
-        print(sum(kernel.stats.cache_hits.values()), sum(kernel.stats.cache_misses.values()))
+        (module,) = fused._compiled.values()
+        print(sum(module.kernel.stats.cache_hits.values()), sum(module.kernel.stats.cache_misses.values()))
     """)
     env = dict(os.environ, LAZYTENSOR_CACHE_DIR=str(tmp_path), LAZYTENSOR_FUSE="1", LAZYTENSOR_DEVICE="cpu")
 

@@ -1,10 +1,14 @@
-"""CPU threads and host memory: kernels split between threads give the bytes they give on one thread;
-BLAS is held to one thread only while the engine splits kernels; malloc is tuned at import."""
+"""CPU threads and host memory: kernels run in pieces on numba's threads give the bytes they give on one
+thread; BLAS is held to one thread from the first split run until set_num_threads(1); malloc is tuned
+on request."""
+import os
+
 import numpy as np
 import pytest
 
 import lazytensor as lt
 from lazytensor import nn
+from lazytensor.kernels.cpu import blas, pool
 from lazytensor.runtime import parallel
 
 threadpoolctl = pytest.importorskip("threadpoolctl")
@@ -12,17 +16,38 @@ threadpoolctl = pytest.importorskip("threadpoolctl")
 
 @pytest.fixture
 def threads(monkeypatch):
-    """lt.set_num_threads, restored afterwards; kernels split from 1,024 elements of work (not ~262k);
-    the CPU backends (threads are theirs)."""
+    """lt.set_num_threads, restored afterwards; kernels split from 1,024 elements of work per piece (not
+    ~32k); the CPU backends (threads are theirs). Skips where numba's pool cannot run pieces."""
     lt.set_device("cpu")
-    monkeypatch.setattr(parallel, "MIN_SPLIT", 1024)
+    monkeypatch.setattr(parallel, "MIN_PIECE", 1024)
     before = parallel._state["threads"]
+    lt.set_num_threads(2)
+    if lt.get_num_threads() < 2:
+        parallel._state["threads"] = before
+        pytest.skip(f"numba's pool runs no pieces here (threading layer {parallel._state['layer']!r}, "
+                    f"{pool.size()} threads)")
     yield lt.set_num_threads
+    lt.set_num_threads(1)  # BLAS's threads restored
     parallel._state["threads"] = before
 
 
+@pytest.fixture
+def piece_counts(monkeypatch):
+    """The number of pieces of every kernel cut while the test runs (1: run whole)."""
+    counts = []
+    pieces = parallel.pieces
+
+    def counting(n, work=1):
+        bounds = pieces(n, work)
+        counts.append(1 if bounds is None else len(bounds) - 1)
+        return bounds
+    monkeypatch.setattr(parallel, "pieces", counting)
+    return counts
+
+
 def _program(x, w, g):
-    """Softmax, layer norm and their gradients, a fused chain, folds, amax, erf and an AdamW step."""
+    """Softmax, layer norm and their gradients, a fused chain, folds, amax, erf, a random fill and an
+    AdamW step."""
     x = lt.tensor(x, requires_grad=True)
     w = nn.Parameter(lt.tensor(w))
     y = nn.functional.layer_norm(x, x.shape[-1]) * w
@@ -30,41 +55,58 @@ def _program(x, w, g):
     z.backward(lt.tensor(g))
     opt = lt.optim.AdamW([w], lr=1e-2)
     opt.step()
-    return [z, x.grad, w, y.sum((0, 1)), y.sum(-1), y.amax(-1), y.mean(0)]
+    return [z, x.grad, w, y.sum((0, 1)), y.sum(-1), y.amax(-1), y.mean(0), lt.rand(x.shape)]
 
 
-def test_split_kernels_give_the_one_thread_bytes(threads, rng):
+def test_kernels_in_pieces_give_the_one_thread_bytes(threads, piece_counts, rng):
     x = rng.standard_normal((64, 48, 96)).astype(np.float32)
     w = rng.standard_normal(96).astype(np.float32)
     g = rng.standard_normal(x.shape).astype(np.float32)
     results = {}
-    split = parallel.split
-    for n in (1, 2, 3):
+    for n in range(1, min(pool.size(), 3) + 1):
         threads(n)
+        lt.manual_seed(0)
         outs = _program(x, w, g)
-        pieces = []
-        parallel.split = lambda fn, size, work=1: pieces.append(len(parallel.ranges(size, work))) or split(fn, size, work)
-        try:
-            lt.realize(*outs)
-        finally:
-            parallel.split = split
+        piece_counts.clear()
+        lt.realize(*outs)
         results[n] = [t.numpy().copy() for t in outs]
-        assert pieces and max(pieces) == n
-    for n in (2, 3):
+        assert piece_counts and max(piece_counts) == n
+    for n in results:
         for a, b in zip(results[1], results[n]):
             assert a.tobytes() == b.tobytes()
 
 
-def test_split_matmul_is_within_the_matmul_tolerance(threads, rng):
+def test_pieces_cover_the_range_once_in_order(threads):
+    with parallel.kernels_session((), worth=True):
+        for n, work in ((1 << 20, 1), (5, 1 << 20), (7, 1024)):
+            bounds = parallel.pieces(n, work)
+            assert bounds[0] == 0 and bounds[-1] == n and np.all(np.diff(bounds) > 0)
+            assert len(bounds) - 1 == min(lt.get_num_threads(), n, n * work // parallel.MIN_PIECE)
+        assert parallel.pieces(3, 1) is None  # less work than one piece: whole
+
+
+def test_products_in_pieces_are_within_the_matmul_tolerance(threads, rng):
     a = rng.standard_normal((8, 300, 64)).astype(np.float32)
     b = rng.standard_normal((64, 200)).astype(np.float32)
     c = rng.standard_normal((8, 64, 100)).astype(np.float32)
-    threads(2)
+    d = rng.standard_normal((8, 100, 64)).astype(np.float32)
+    cases = [(a, b), (a, c), (a, b.T.copy().T), (a, d.transpose(0, 2, 1)), (a[:, ::2], c[..., ::3]),
+             (a.transpose(0, 2, 1).copy().transpose(0, 2, 1), c)]
+    if blas.gemm_address(np.float32) is None:
+        pytest.skip("NumPy's BLAS here is not an OpenBLAS exporting cblas_sgemm")
     with lt.profile() as p:
-        got = [(lt.tensor(a) @ lt.tensor(b)).numpy(), (lt.tensor(a) @ lt.tensor(c)).numpy()]
-    assert [k.backend for k in p.kernels if k.op == "matmul"] == ["numba", "numba"]
-    for out, want in zip(got, (a.astype(np.float64) @ b, a.astype(np.float64) @ c)):
-        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-4)
+        got = [(lt.tensor(l) @ lt.tensor(r)).numpy() for l, r in cases]
+    assert [k.backend for k in p.kernels if k.op == "matmul"] == ["numba"] * len(cases)
+    for out, (l, r) in zip(got, cases):
+        np.testing.assert_allclose(out, l.astype(np.float64) @ r, rtol=1e-5, atol=1e-4)
+
+
+def test_float64_products_in_pieces_match_numpy(threads, rng):
+    a = rng.standard_normal((4, 100, 50))
+    b = rng.standard_normal((50, 70))
+    if blas.gemm_address(np.float64) is None:
+        pytest.skip("NumPy's BLAS here is not an OpenBLAS exporting cblas_dgemm")
+    np.testing.assert_allclose((lt.tensor(a) @ lt.tensor(b)).numpy(), a @ b, rtol=1e-12, atol=1e-12)
 
 
 def _numpy_blas_threads():
@@ -73,38 +115,65 @@ def _numpy_blas_threads():
             if i["user_api"] == "blas" and "numpy" in i["filepath"]]
 
 
-def test_blas_is_held_to_one_thread_only_while_kernels_run(threads, rng):
-    threads(2)
+def test_blas_is_held_to_one_thread_from_a_split_run_until_one_thread_is_asked(threads, monkeypatch, rng):
+    lt.set_num_threads(1)
     before = _numpy_blas_threads()
+    threads(2)
     seen = []
     a = lt.tensor(rng.standard_normal((256, 256)).astype(np.float32))
     y = (a @ a).exp()
-    original = parallel.split
-
-    def spy(fn, n, work=1):
-        seen.append(_numpy_blas_threads())
-        return original(fn, n, work)
-    parallel.split = spy
-    try:
-        y.numpy()
-    finally:
-        parallel.split = original
+    pieces = parallel.pieces
+    monkeypatch.setattr(parallel, "pieces", lambda n, work=1: seen.append(_numpy_blas_threads()) or pieces(n, work))
+    y.numpy()
     assert parallel._state["depth"] == 0
     assert before and seen and all(s == [1] * len(before) for s in seen)
+    assert _numpy_blas_threads() == [1] * len(before)  # held between runs: restoring woke its spinning threads
+    lt.set_num_threads(1)
     assert _numpy_blas_threads() == before
 
 
 def test_runs_of_small_kernels_are_not_split_and_leave_blas_alone(threads, monkeypatch, rng):
+    lt.set_num_threads(1)
+    before = _numpy_blas_threads()
     threads(2)
-    monkeypatch.setattr(parallel, "MIN_SPLIT", 1 << 20)
+    monkeypatch.setattr(parallel, "MIN_PIECE", 1 << 24)
     seen = []
-    split = parallel.split
-    monkeypatch.setattr(parallel, "split", lambda fn, n, work=1: seen.append(_numpy_blas_threads()) or split(fn, n, work))
-    a = lt.tensor(rng.standard_normal((256, 256)))  # float64: float32 products this size go to BLIS
+    pieces = parallel.pieces
+    monkeypatch.setattr(parallel, "pieces", lambda n, work=1: seen.append((_numpy_blas_threads(), pieces(n, work))))
+    a = lt.tensor(rng.standard_normal((256, 256)))
     with lt.profile() as p:
         ((a @ a).softmax(-1)).numpy()
     assert [k.backend for k in p.kernels] == ["numpy", "numba"]  # the product left to NumPy's BLAS
-    assert seen and all(s == _numpy_blas_threads() for s in seen)
+    assert seen and all(s == (before, None) for s in seen)
+
+
+def test_another_thread_gets_one_piece_while_a_run_splits(threads):
+    import threading
+    with parallel.kernels_session((), worth=True):
+        seen = []
+        t = threading.Thread(target=lambda: seen.append(parallel.pieces(1 << 20)))
+        t.start()
+        t.join()
+        assert seen == [None] and len(parallel.pieces(1 << 20)) == 3
+
+
+def test_without_a_spinning_pool_kernels_run_on_one_thread(threads, monkeypatch):
+    monkeypatch.setitem(parallel._state, "layer", "workqueue")
+    assert lt.get_num_threads() == 1
+    with parallel.kernels_session((), worth=True):
+        assert not parallel.splitting() and parallel.pieces(1 << 20) is None
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_forked_child_runs_its_kernels_on_one_thread(threads, rng):
+    x = rng.standard_normal((256, 512)).astype(np.float32)
+    lt.tensor(x).softmax(-1).numpy()  # numba's pool has run in the parent
+    pid = os.fork()
+    if pid == 0:  # the child: GNU OpenMP would abort it if its pool ran again
+        ok = lt.get_num_threads() == 1 and np.allclose(lt.tensor(x).softmax(-1).numpy().sum(-1), 1, atol=1e-5)
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
 def test_set_num_threads_rejects_what_is_not_a_positive_integer():
@@ -153,57 +222,46 @@ def test_tune_host_malloc_applies_once_on_request():
     assert out.stdout.split() == ["True", "True"]
 
 
-def test_an_error_in_a_worker_piece_reaches_the_caller_and_the_workers_recover(threads):
-    threads(2)
-    parallel._state["depth"] += 1
-    parallel._state["owner"] = __import__("threading").get_ident()
-    try:
-        def boom(lo, hi):
-            if lo > 0:
-                raise ZeroDivisionError("piece failed")
-        with pytest.raises(ZeroDivisionError, match="piece failed"):
-            parallel.split(boom, 1 << 20)
-        seen = []
-        parallel.split(lambda lo, hi: seen.append((lo, hi)), 1 << 20)
-        assert sorted(seen) == [(0, 1 << 19), (1 << 19, 1 << 20)]
-    finally:
-        parallel._state["depth"] -= 1
-        parallel._state["owner"] = None
-
-
-def test_another_thread_never_shares_the_workers_of_a_running_split(threads):
-    import threading
-    threads(2)
-    parallel._state["depth"] += 1
-    parallel._state["owner"] = threading.get_ident()
-    try:
-        pieces = []
-        t = threading.Thread(target=lambda: pieces.append(parallel.ranges(1 << 20)))
-        t.start()
-        t.join()
-        assert pieces == [[(0, 1 << 20)]] and len(parallel.ranges(1 << 20)) == 2
-    finally:
-        parallel._state["depth"] -= 1
-        parallel._state["owner"] = None
-
-
-def test_training_steps_with_split_kernels_track_the_one_thread_losses(threads, monkeypatch):
+def test_training_steps_with_kernels_in_pieces_track_the_one_thread_losses(threads, piece_counts):
     from lazytensor.data import CharDataset, default_corpus
     from lazytensor.train import TrainConfig, build, train_step
     data = CharDataset(default_corpus()[:20000])
     losses = {}
-    split = parallel.split
     for n in (1, 2):
         threads(n)
         lt.manual_seed(0)
         model, opt, _ = build(TrainConfig(config="tiny", steps=3), data)
         params = list(model.parameters())
         lt.manual_seed(1)
-        pieces = []
-        with monkeypatch.context() as m:
-            m.setattr(parallel, "split", lambda fn, size, work=1: pieces.append(len(parallel.ranges(size, work)))
-                      or split(fn, size, work))
-            losses[n] = [train_step(model, opt, params, *data.batch("train", 4, 64), 1.0).item() for _ in range(3)]
-        assert max(pieces) == n
-    # split matmuls may round differently; everything else is computed as on one thread
+        piece_counts.clear()
+        losses[n] = [train_step(model, opt, params, *data.batch("train", 4, 64), 1.0).item() for _ in range(3)]
+        assert max(piece_counts) == n
+    # products in pieces may round differently; everything else is computed as on one thread
     np.testing.assert_allclose(losses[2], losses[1], rtol=1e-5)
+
+
+def test_a_step_captured_on_two_threads_replays_on_one(threads, rng):
+    x = lt.tensor(rng.standard_normal((64, 128, 96)).astype(np.float32))
+    w = lt.tensor(rng.standard_normal((96, 80)).astype(np.float32))
+    step = lt.jit(lambda x, w: ((x @ w).softmax(-1) * 2.0).sum())
+    want = ((x @ w).softmax(-1) * 2.0).sum().item()
+    threads(2)
+    got = [step(x, w).item() for _ in range(3)]  # warm-up, capture, replay
+    threads(1)
+    with lt.profile() as p:
+        got += [step(x, w).item() for _ in range(2)]
+    assert "numba" in {k.backend for k in p.kernels if k.op == "matmul"}  # the captured product, on one thread
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_a_lone_elementwise_op_runs_in_pieces_with_the_one_thread_bytes(threads, rng):
+    x, y = (rng.standard_normal((256, 512)).astype(np.float32) for _ in range(2))
+    threads(1)
+    with lt.profile() as p:
+        want = (lt.tensor(x) * lt.tensor(y)).numpy()
+    assert [k.backend for k in p.kernels] == ["numpy"]  # one thread: NumPy's ufunc
+    threads(2)
+    with lt.profile() as p:
+        got = (lt.tensor(x) * lt.tensor(y)).numpy()
+    assert [(k.op, k.backend) for k in p.kernels] == [("fused(mul)", "numba")]  # a kernel that can be cut
+    assert got.tobytes() == want.tobytes()

@@ -1,11 +1,12 @@
-"""Helpers shared by the CPU kernels: the one-piece `serial` split and rounding to an array's dtype."""
+"""Helpers shared by the CPU kernels: the one-piece `pieces` default and rounding to an array's dtype."""
 import numba as nb
 
 
-def serial(fn, n, work_per_item=1):
-    """The default `split(fn, n, work_per_item)` of the kernels' entry points: fn(0, n) on this thread
-    (the runtime passes one that cuts range(n) into pieces for its threads)."""
-    fn(0, n)
+def one_piece(n, work_per_item=1):
+    """The default `pieces(n, work_per_item)` of the kernels' entry points: None, the whole range(n) in
+    one piece on this thread (the runtime passes one that returns piece bounds for its threads, an int64
+    array 0 = b_0 < ... < b_k = n, when the work is worth splitting: runtime/parallel.py)."""
+    return None
 
 
 @nb.njit(cache=True, inline="always")

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..cache import cache_path
 from ..ops import OPS as RECORDS
-from .common import serial
+from .common import one_piece
 
 # The records' scalar expressions (kernels/ops.py); "cast" is rendered here.
 _EXPR = {op.name: op.py for op in RECORDS.values() if op.py is not None}
@@ -76,7 +76,8 @@ _HELPERS = _helpers_digest()
 
 
 def render(recipe, broadcast=None):
-    """Python source of the kernel `kernel(out, in0, ..., p0, ...)` for `recipe`.
+    """Python source of the kernel `kernel(out, in0, ..., p0, ...)` for `recipe` and, for a result of
+    at least one dim, its parallel form `kernel_in_pieces(bounds, out, in0, ..., p0, ...)`.
 
     Inputs arrive C-contiguous with the output's number of dims; `broadcast[k][d]` says input k has
     size 1 along dim d where the output does not (indexed with 0 there). Contiguous arrays and no
@@ -119,6 +120,13 @@ def render(recipe, broadcast=None):
             expr = table[ins[0]].format(*(wide(a) for a in ins[2:]))
             lines.append(f"{indent}v{n} = {_store(ins[1], expr)}")
     lines.append(f"{indent}out[{idx}] = v{len(instrs) - 1}")
+    if ndim:  # the parallel form: pieces of the first dim side by side on numba's threads
+        sliced = ["out[lo:hi]"] + [f"a{k}" if broadcast[k][0] else f"a{k}[lo:hi]" for k in range(n_in)]
+        lines += ["", "", "@nb.njit(parallel=True, nogil=True, cache=True, error_model='numpy')",
+                  f"def kernel_in_pieces(bounds, {', '.join(args)}):",
+                  "    for p in nb.prange(bounds.shape[0] - 1):",
+                  "        lo, hi = bounds[p], bounds[p + 1]",
+                  f"        kernel({', '.join(sliced + [f'p{k}' for k in range(n_par)])})"]
     return "\n".join(lines) + "\n"
 
 
@@ -132,12 +140,12 @@ _lock = threading.Lock()
 
 
 def compiled(recipe, broadcast=None):
-    """The numba dispatcher for `recipe` with inputs broadcast as `broadcast` says (rendered to a file
-    once, so numba can cache it on disk)."""
+    """The module holding the numba dispatchers for `recipe` with inputs broadcast as `broadcast` says
+    (`kernel`, `kernel_in_pieces`: rendered to a file once, so numba can cache them on disk)."""
     key = (recipe, broadcast)
-    fn = _compiled.get(key)
-    if fn is not None:
-        return fn
+    module = _compiled.get(key)
+    if module is not None:
+        return module
     with _lock:
         source = render(recipe, broadcast)
         digest = hashlib.sha256(source.encode()).hexdigest()[:20]
@@ -154,14 +162,13 @@ def compiled(recipe, broadcast=None):
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
-        _compiled[key] = fn = module.kernel
-        return fn
+        _compiled[key] = module
+        return module
 
 
-def run(recipe, out_shape, out_dtype, arrays, params, split=serial):
-    """Evaluate `recipe` over `arrays` (broadcastable to `out_shape`) and scalar `params`. `split(fn, n,
-    work_per_item)` calls fn(lo, hi) over pieces of range(n), possibly on several threads: here the
-    pieces are blocks of the first dim."""
+def run(recipe, out_shape, out_dtype, arrays, params, pieces=one_piece):
+    """Evaluate `recipe` over `arrays` (broadcastable to `out_shape`) and scalar `params`, in the pieces
+    of the first dim that `pieces(n, work_per_item)` gives, side by side on numba's threads."""
     out = np.empty(out_shape, out_dtype)
     ndim = len(out_shape)
     inputs, broadcast = [], []
@@ -169,12 +176,11 @@ def run(recipe, out_shape, out_dtype, arrays, params, split=serial):
         a = np.ascontiguousarray(a).reshape((1,) * (ndim - a.ndim) + a.shape)
         inputs.append(a)
         broadcast.append(tuple(a.shape[d] == 1 and out_shape[d] != 1 for d in range(ndim)))
-    kernel = compiled(recipe, tuple(broadcast))
-    if ndim == 0 or out.size == 0:
-        kernel(out, *inputs, *params)
-        return out
-
-    def part(lo, hi):
-        kernel(out[lo:hi], *(a if b[0] else a[lo:hi] for a, b in zip(inputs, broadcast)), *params)
-    split(part, out_shape[0], out.size // out_shape[0] * len(recipe[1]))
+    module = compiled(recipe, tuple(broadcast))
+    bounds = None if ndim == 0 or out.size == 0 else \
+        pieces(out_shape[0], out.size // out_shape[0] * len(recipe[1]))
+    if bounds is None:
+        module.kernel(out, *inputs, *params)
+    else:
+        module.kernel_in_pieces(bounds, out, *inputs, *params)
     return out

@@ -12,7 +12,7 @@ import math
 import numba as nb
 import numpy as np
 
-from .common import rounded, serial
+from .common import one_piece, rounded
 from .reduce import sum_rows
 
 
@@ -81,17 +81,34 @@ def layer_norm_grad_rows(x, g, out, eps_cell):
                 ob[i, k] = ((gb[i, k] - a[i]) - xh[i, k] * b[i]) * r[i]
 
 
-def run(op, axes, eps, arrays, dtype, split=serial):
-    """The op over trailing `axes` of same-shape `arrays`, rows in pieces by `split(fn, rows, work)`."""
+@nb.njit(parallel=True, nogil=True, cache=True)
+def layer_norm_rows_in_pieces(x, out, eps_cell, bounds):
+    """layer_norm_rows over the pieces [lo, hi) of `bounds`, side by side on numba's threads."""
+    for p in nb.prange(bounds.shape[0] - 1):
+        lo, hi = bounds[p], bounds[p + 1]
+        layer_norm_rows(x[lo:hi], out[lo:hi], eps_cell)
+
+
+@nb.njit(parallel=True, nogil=True, cache=True)
+def layer_norm_grad_rows_in_pieces(x, g, out, eps_cell, bounds):
+    """layer_norm_grad_rows over the pieces of `bounds`, side by side."""
+    for p in nb.prange(bounds.shape[0] - 1):
+        lo, hi = bounds[p], bounds[p + 1]
+        layer_norm_grad_rows(x[lo:hi], g[lo:hi], out[lo:hi], eps_cell)
+
+
+def run(op, axes, eps, arrays, dtype, pieces=one_piece):
+    """The op over trailing `axes` of same-shape `arrays`, rows in the pieces `pieces(rows, work)` gives."""
     shape = arrays[0].shape
     k = math.prod([shape[d] for d in axes])
     rows = [np.ascontiguousarray(a, dtype=dtype).reshape(-1, k) for a in arrays]
     out = np.empty(shape, dtype)
     flat = out.reshape(-1, k)
     eps_cell = np.array([eps], dtype)
-    kernel = layer_norm_rows if op == "layer_norm" else layer_norm_grad_rows
-
-    def part(lo, hi):
-        kernel(*(r[lo:hi] for r in rows), flat[lo:hi], eps_cell)
-    split(part, flat.shape[0], 8 * k)
+    bounds = pieces(flat.shape[0], 8 * k)
+    if bounds is None:
+        (layer_norm_rows if op == "layer_norm" else layer_norm_grad_rows)(*rows, flat, eps_cell)
+    else:
+        (layer_norm_rows_in_pieces if op == "layer_norm" else layer_norm_grad_rows_in_pieces)(
+            *rows, flat, eps_cell, bounds)
     return out

@@ -19,3 +19,10 @@ def adamw_into(p, g, m, v, out, b1, b2, eps, decay, step_size, sqrt_bias2, lo, h
         out[0, i] = pi
         out[1, i] = mi
         out[2, i] = vi
+
+
+@nb.njit(parallel=True, nogil=True, cache=True)
+def adamw_into_in_pieces(p, g, m, v, out, b1, b2, eps, decay, step_size, sqrt_bias2, bounds):
+    """adamw_into over the pieces [lo, hi) of `bounds`, side by side on numba's threads."""
+    for k in nb.prange(bounds.shape[0] - 1):
+        adamw_into(p, g, m, v, out, b1, b2, eps, decay, step_size, sqrt_bias2, bounds[k], bounds[k + 1])

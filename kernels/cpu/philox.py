@@ -4,7 +4,7 @@ same words, and through the reference's transforms the same floats."""
 import numba as nb
 import numpy as np
 
-from .common import serial
+from .common import one_piece
 
 _M0, _M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
 _W0, _W1 = np.uint64(0x9E3779B9), np.uint64(0xBB67AE85)
@@ -33,11 +33,24 @@ def words_into(out, first_block, k0, k1, s0, s1):
         out[4 * j + 3] = c3
 
 
-def words(seed, stream, n, split=serial):
-    """The first `n` 32-bit words of stream `stream` under `seed`, as kernels/reference/random.words."""
+@nb.njit(parallel=True, nogil=True, cache=True)
+def words_into_in_pieces(out, k0, k1, s0, s1, bounds):
+    """words_into for the blocks [lo, hi) of each piece of `bounds`, side by side on numba's threads."""
+    for p in nb.prange(bounds.shape[0] - 1):
+        lo, hi = bounds[p], bounds[p + 1]
+        words_into(out[4 * lo:4 * hi], lo, k0, k1, s0, s1)
+
+
+def words(seed, stream, n, pieces=one_piece):
+    """The first `n` 32-bit words of stream `stream` under `seed`, as kernels/reference/random.words;
+    blocks of four words in the pieces `pieces(blocks, work_per_block)` gives."""
     blocks = (n + 3) // 4
     out = np.empty(4 * blocks, np.uint64)
     k0, k1 = np.uint64(int(seed) & 0xFFFFFFFF), np.uint64((int(seed) >> 32) & 0xFFFFFFFF)
     s0, s1 = np.uint64(int(stream) & 0xFFFFFFFF), np.uint64((int(stream) >> 32) & 0xFFFFFFFF)
-    split(lambda lo, hi: words_into(out[4 * lo:4 * hi], lo, k0, k1, s0, s1), blocks, 64)
+    bounds = pieces(blocks, 64)
+    if bounds is None:
+        words_into(out, 0, k0, k1, s0, s1)
+    else:
+        words_into_in_pieces(out, k0, k1, s0, s1, bounds)
     return out[:n]

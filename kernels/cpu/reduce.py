@@ -11,7 +11,7 @@ import numba as nb
 import numpy as np
 
 from ..reference.reduce import partials
-from .common import serial
+from .common import one_piece
 
 _ROWS = 8  # rows folded side by side: independent additions in flight, each row still in order
 
@@ -84,19 +84,50 @@ def sum_rows_blocked(x, p, out):
         out[m] = acc
 
 
-def _sum_cols_blocked(a, p, split):
+@nb.njit(parallel=True, nogil=True, cache=True)
+def sum_cols_in_pieces(x, out, bounds):
+    """sum_cols over the column pieces [lo, hi) of `bounds`, side by side on numba's threads."""
+    for p in nb.prange(bounds.shape[0] - 1):
+        sum_cols(x, out, bounds[p], bounds[p + 1])
+
+
+@nb.njit(parallel=True, nogil=True, cache=True)
+def sum_rows_in_pieces(x, out, bounds):
+    """sum_rows over the row pieces of `bounds`, side by side."""
+    for p in nb.prange(bounds.shape[0] - 1):
+        lo, hi = bounds[p], bounds[p + 1]
+        sum_rows(x[lo:hi], out[lo:hi])
+
+
+@nb.njit(parallel=True, nogil=True, cache=True)
+def sum_rows_blocked_in_pieces(x, parts, out, bounds):
+    """sum_rows_blocked (`parts` partials) over the row pieces of `bounds`, side by side."""
+    for p in nb.prange(bounds.shape[0] - 1):
+        lo, hi = bounds[p], bounds[p + 1]
+        sum_rows_blocked(x[lo:hi], parts, out[lo:hi])
+
+
+def _sum_cols(a, out, pieces, work_per_col):
+    bounds = pieces(a.shape[1], work_per_col)
+    if bounds is None:
+        sum_cols(a, out, 0, a.shape[1])
+    else:
+        sum_cols_in_pieces(a, out, bounds)
+
+
+def _sum_cols_blocked(a, p, pieces):
     """The blocked sums with `p` partials of the columns of contiguous (K, M) `a`: the (K // P, P * M)
     view's column folds are the partials, then the tail rows, then a column fold of the partials."""
     k, m = a.shape
     full = k // p
     head = a[:full * p].reshape(full, p * m)
     parts = np.empty(p * m, np.float64)
-    split(lambda lo, hi: sum_cols(head, parts, lo, hi), p * m, full // 4)
+    _sum_cols(head, parts, pieces, full // 4)
     parts = parts.reshape(p, m)
     tail = a[full * p:]
     parts[:tail.shape[0]] += tail  # each partial's last element
     out = np.empty(m, np.float64)
-    split(lambda lo, hi: sum_cols(parts, out, lo, hi), m, p // 4)
+    _sum_cols(parts, out, pieces, p // 4)
     return out
 
 
@@ -180,28 +211,43 @@ def layout(x, axes):
     return "rows", np.ascontiguousarray(np.transpose(x, kept + list(axes))).reshape(m, k)
 
 
-def fold_sum(x, axes, split=serial, blocked=False):
+@nb.njit(parallel=True, nogil=True, cache=True)
+def extreme_rows_in_pieces(x, out, largest, bounds):
+    """extreme_rows over the row pieces of `bounds`, side by side: the pieces' counts added."""
+    unsure = 0
+    for p in nb.prange(bounds.shape[0] - 1):
+        lo, hi = bounds[p], bounds[p + 1]
+        unsure += extreme_rows(x[lo:hi], out[lo:hi], largest)
+    return unsure
+
+
+def fold_sum(x, axes, pieces=one_piece, blocked=False):
     """float64 sums over `axes` (at least one reduced element), flattened over kept axes: left folds,
-    or with `blocked` the reference's blocked order. `split(fn, n, work_per_item)` calls fn(lo, hi)
-    over pieces of the outputs, maybe on several threads."""
+    or with `blocked` the reference's blocked order; outputs in the pieces `pieces(n, work_per_item)`
+    gives, side by side on numba's threads."""
     kind, a = layout(x, axes)
     p = partials(a.shape[1] if kind == "rows" else a.shape[0]) if blocked else 1
     if kind == "rows":
         out = np.empty(a.shape[0], np.float64)
-        if p > 1:
-            split(lambda lo, hi: sum_rows_blocked(a[lo:hi], p, out[lo:hi]), a.shape[0], a.shape[1])
+        bounds = pieces(a.shape[0], a.shape[1])
+        if p > 1 and bounds is None:
+            sum_rows_blocked(a, p, out)
+        elif p > 1:
+            sum_rows_blocked_in_pieces(a, p, out, bounds)
+        elif bounds is None:
+            sum_rows(a, out)
         else:
-            split(lambda lo, hi: sum_rows(a[lo:hi], out[lo:hi]), a.shape[0], a.shape[1])
+            sum_rows_in_pieces(a, out, bounds)
     elif p > 1:
-        out = _sum_cols_blocked(a, p, split)
+        out = _sum_cols_blocked(a, p, pieces)
     else:
         out = np.empty(a.shape[1], np.float64)
         # a quarter of the rows as the work per column: the loop vectorizes, so elements are cheap
-        split(lambda lo, hi: sum_cols(a, out, lo, hi), a.shape[1], a.shape[0] // 4)
+        _sum_cols(a, out, pieces, a.shape[0] // 4)
     return out
 
 
-def extreme(x, axes, largest, split=serial):
+def extreme(x, axes, largest, pieces=one_piece):
     """max (or min) over `axes` (at least one reduced element), flattened over kept axes, or None when a
     result is a zero or NaN: which signed zero or NaN payload comes out is NumPy's choice, so the caller
     asks NumPy (the reference) for the whole reduction then."""
@@ -209,9 +255,12 @@ def extreme(x, axes, largest, split=serial):
     if kind == "cols":
         a = np.ascontiguousarray(a.T)
     out = np.empty(a.shape[0], a.dtype)
-    unsure = []
-    split(lambda lo, hi: unsure.append(extreme_rows(a[lo:hi], out[lo:hi], largest)), a.shape[0], a.shape[1])
-    return None if any(unsure) else out
+    bounds = pieces(a.shape[0], a.shape[1])
+    if bounds is None:
+        unsure = extreme_rows(a, out, largest)
+    else:
+        unsure = extreme_rows_in_pieces(a, out, largest, bounds)
+    return None if unsure else out
 
 
 def sum_of_squares(grads, dtype):

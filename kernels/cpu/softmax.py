@@ -11,7 +11,7 @@ import math
 import numba as nb
 import numpy as np
 
-from .common import rounded, serial
+from .common import one_piece, rounded
 from .reduce import sum_rows
 from .special32 import exp_in_float32
 
@@ -121,13 +121,48 @@ def log_softmax_grad_rows(y, g, out, f32):
                 row[k] = g[m, k] - row[k] * s
 
 
-KERNELS = {"softmax": softmax_rows, "log_softmax": log_softmax_rows, "softmax_grad": softmax_grad_rows,
-           "log_softmax_grad": log_softmax_grad_rows}
+@nb.njit(parallel=True, nogil=True, cache=True)
+def softmax_rows_in_pieces(x, out, f32, bounds):
+    """softmax_rows over the pieces [lo, hi) of `bounds`, side by side on numba's threads."""
+    for p in nb.prange(bounds.shape[0] - 1):
+        lo, hi = bounds[p], bounds[p + 1]
+        softmax_rows(x[lo:hi], out[lo:hi], f32)
 
 
-def run(op, axis, arrays, dtype, split=serial):
-    """The op along `axis` of same-shape `arrays`: the axis moved last, rows computed (in pieces, by
-    `split(fn, rows, work_per_row)`, possibly on several threads), moved back."""
+@nb.njit(parallel=True, nogil=True, cache=True)
+def log_softmax_rows_in_pieces(x, out, f32, bounds):
+    """log_softmax_rows over the pieces of `bounds`, side by side."""
+    for p in nb.prange(bounds.shape[0] - 1):
+        lo, hi = bounds[p], bounds[p + 1]
+        log_softmax_rows(x[lo:hi], out[lo:hi], f32)
+
+
+@nb.njit(parallel=True, nogil=True, cache=True)
+def softmax_grad_rows_in_pieces(y, g, out, bounds):
+    """softmax_grad_rows over the pieces of `bounds`, side by side."""
+    for p in nb.prange(bounds.shape[0] - 1):
+        lo, hi = bounds[p], bounds[p + 1]
+        softmax_grad_rows(y[lo:hi], g[lo:hi], out[lo:hi])
+
+
+@nb.njit(parallel=True, nogil=True, cache=True)
+def log_softmax_grad_rows_in_pieces(y, g, out, f32, bounds):
+    """log_softmax_grad_rows over the pieces of `bounds`, side by side."""
+    for p in nb.prange(bounds.shape[0] - 1):
+        lo, hi = bounds[p], bounds[p + 1]
+        log_softmax_grad_rows(y[lo:hi], g[lo:hi], out[lo:hi], f32)
+
+
+# op -> (the kernel, its parallel form)
+KERNELS = {"softmax": (softmax_rows, softmax_rows_in_pieces),
+           "log_softmax": (log_softmax_rows, log_softmax_rows_in_pieces),
+           "softmax_grad": (softmax_grad_rows, softmax_grad_rows_in_pieces),
+           "log_softmax_grad": (log_softmax_grad_rows, log_softmax_grad_rows_in_pieces)}
+
+
+def run(op, axis, arrays, dtype, pieces=one_piece):
+    """The op along `axis` of same-shape `arrays`: the axis moved last, rows computed (in the pieces
+    `pieces(rows, work_per_row)` gives, side by side on numba's threads), moved back."""
     rows = [np.ascontiguousarray(np.moveaxis(a, axis, -1), dtype=dtype) for a in arrays]
     moved = rows[0].shape
     out = np.empty(moved, dtype)
@@ -135,8 +170,10 @@ def run(op, axis, arrays, dtype, split=serial):
     rows = [r.reshape(-1, k) for r in rows]
     flat = out.reshape(-1, k)
     extra = () if op == "softmax_grad" else (np.dtype(dtype) == np.float32,)
-
-    def part(lo, hi):
-        KERNELS[op](*(r[lo:hi] for r in rows), flat[lo:hi], *extra)
-    split(part, flat.shape[0], 8 * k)
+    whole, in_pieces = KERNELS[op]
+    bounds = pieces(flat.shape[0], 8 * k)
+    if bounds is None:
+        whole(*rows, flat, *extra)
+    else:
+        in_pieces(*rows, flat, *extra, bounds)
     return out if axis == len(moved) - 1 else np.ascontiguousarray(np.moveaxis(out, -1, axis))

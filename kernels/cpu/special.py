@@ -60,6 +60,14 @@ def erf_into(x, out):
         out[i] = erf_scalar(np.float64(x[i]))
 
 
+@nb.njit(parallel=True, nogil=True, cache=True)
+def erf_into_in_pieces(x, out, bounds):
+    """erf_into over the pieces [lo, hi) of `bounds`, side by side on numba's threads."""
+    for p in nb.prange(bounds.shape[0] - 1):
+        lo, hi = bounds[p], bounds[p + 1]
+        erf_into(x[lo:hi], out[lo:hi])
+
+
 @intrinsic
 def float_from_bits(typingctx, bits):
     """The float whose IEEE bits are `bits`: float64 for an int64, float32 for an int32 (a free

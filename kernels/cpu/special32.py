@@ -99,3 +99,11 @@ def erf_into_float32(x, out):
     """out[i] = erf(x[i]) for flat float32 arrays, through erf_in_float32."""
     for i in range(x.shape[0]):
         out[i] = erf_in_float32(x[i])
+
+
+@nb.njit(parallel=True, nogil=True, cache=True)
+def erf_into_float32_in_pieces(x, out, bounds):
+    """erf_into_float32 over the pieces [lo, hi) of `bounds`, side by side on numba's threads."""
+    for p in nb.prange(bounds.shape[0] - 1):
+        lo, hi = bounds[p], bounds[p + 1]
+        erf_into_float32(x[lo:hi], out[lo:hi])

@@ -16,6 +16,7 @@ class HostBackend:
     name = "abstract"
     is_host = True
     fuses = False  # whether it runs fused elementwise groups (launch_fused)
+    in_pieces = False  # whether its kernels are cut in pieces for several CPU threads (runtime/parallel.py)
 
     def accepts(self, node, operands):
         """Whether this backend runs `node`, given its operands' Buffers (runtime/residency.py); no side

@@ -2,11 +2,10 @@
 
 It takes float32 products of 2^18 to 2^25 multiply-adds with a rank-2 right operand and runs them in
 BLIS where BLIS is this machine's faster library at those sizes (kernels/cpu/gemm.py: it is on some
-CPUs, not on others; measured once per machine). With more than one CPU
-thread (runtime/parallel.py), the kernels split their rows between threads and it also takes the
-large float matrix products, cut by rows (or batch) into one BLAS call per thread, since OpenBLAS is
-then held to one thread (numba's own prange fought OpenBLAS's spinning threads and made a 2-thread
-step six times slower, bench/RESULTS.md).
+CPUs, not on others; measured once per machine). With more than one CPU thread (runtime/parallel.py),
+the kernels run pieces of their rows side by side on numba's threads, and it also takes the large
+float matrix products, cut by rows (or batch) into one-thread calls of NumPy's OpenBLAS run the same
+way (kernels/cpu/blas.py), since OpenBLAS's own threads would fight numba's.
 
 From `MIN_ELEMENTS` up it accepts float32/float64 sum/mean/var/std reductions (bit-identical to the
 reference: the same folds, blocked ones included), amax/amin (bit-identical: exact; a zero or NaN result defers to
@@ -23,6 +22,7 @@ import math
 
 import numpy as np
 
+from ...kernels.cpu import blas
 from ...kernels.cpu import fused as cpu_fused
 from ...kernels.cpu import gemm
 from ...kernels.cpu import index as cpu_index
@@ -74,25 +74,39 @@ def _accepts_matmul(node, operands):
         return False
     if _blis_matmul(node, operands):
         return True
-    return parallel.splitting() and operands[0].shape[-1] * node.size >= 4 * parallel.MIN_SPLIT
+    return (operands[0].shape[-1] > 0 and blas.gemm_address(node.dtype) is not None
+            and parallel.pieces(*_matmul_items(node, *operands)) is not None)
+
+
+def _matmul_items(node, a, b):
+    """(items, work per item) of a product cut in pieces: its rows under a rank-2 weight, else its batch."""
+    n = node.shape[-1]
+    if len(b.shape) == 2:
+        return node.size // n, a.shape[-1] * n
+    per_batch = node.shape[-2] * n
+    return node.size // per_batch, per_batch * a.shape[-1]
 
 
 def _split_matmul(node, a, b):
-    """The product in pieces of rows (or of the batch), one BLAS call per thread (BLAS itself on one
-    thread: runtime/parallel.py); BLIS's where kernels/cpu/gemm.py prefers it, else np.matmul. The
-    same products as the reference, possibly rounded differently (another BLAS, or another kernel
-    for a smaller piece: matmul is in the tolerance class)."""
+    """The product through BLIS where kernels/cpu/gemm.py prefers it (whole, on this thread), else in
+    pieces of rows (or of the batch) side by side on numba's threads, each a one-thread call of NumPy's
+    OpenBLAS (kernels/cpu/blas.py). The same products as the reference, possibly rounded differently
+    (another library, or another blocking for a smaller piece: matmul is in the tolerance class)."""
     out = np.empty(node.shape, node.dtype)
+    k = a.shape[-1]
+    if _blis_matmul(node, (a, b)):
+        gemm.matmul_into(a.reshape(-1, k), b, out.reshape(-1, out.shape[-1]))
+        return out
+    items, work = _matmul_items(node, a, b)
+    bounds = parallel.pieces(items, work)
+    if bounds is None:  # a replay on one thread of a step captured on several
+        bounds = np.array([0, items], np.int64)
+    library = blas.gemm_address(node.dtype)
     if len(b.shape) == 2:
-        rows, dest = a.reshape(-1, a.shape[-1]), out.reshape(-1, out.shape[-1])
-        product = gemm.matmul_into if _blis_matmul(node, (a, b)) else np.matmul
-        parallel.split(lambda lo, hi: product(rows[lo:hi], b, out=dest[lo:hi]), rows.shape[0],
-                       a.shape[-1] * b.shape[-1])
+        blas.matmul_rows(a.reshape(-1, k), b, out.reshape(-1, out.shape[-1]), bounds, library)
     else:
-        a3, b3 = a.reshape((-1,) + a.shape[-2:]), b.reshape((-1,) + b.shape[-2:])
-        dest = out.reshape((-1,) + out.shape[-2:])
-        parallel.split(lambda lo, hi: np.matmul(a3[lo:hi], b3[lo:hi], out=dest[lo:hi]), a3.shape[0],
-                       dest[0].size * a.shape[-1])
+        blas.matmul_batches(a.reshape((-1,) + a.shape[-2:]), b.reshape((-1,) + b.shape[-2:]),
+                            out.reshape((-1,) + out.shape[-2:]), bounds, library)
     return out
 
 
@@ -101,6 +115,7 @@ class NumbaBackend(HostBackend):
 
     name = "numba"
     fuses = True
+    in_pieces = True
     OPS = ops.with_kernel("numba")  # the records that name a numba kernel; fused groups come on their own
 
     def accepts(self, node, operands):
@@ -142,7 +157,7 @@ class NumbaBackend(HostBackend):
     def launch(self, node, args):
         if node.op in _RANDOM:  # the reference's transforms over the compiled generator's words
             return KERNELS[node.op](node.attrs, lambda seed, stream, n: cpu_philox.words(seed, stream, n,
-                                                                                         parallel.split))
+                                                                                         parallel.pieces))
         if node.op == "matmul":
             return _split_matmul(node, *args)
         if node.op == "adamw":
@@ -153,30 +168,34 @@ class NumbaBackend(HostBackend):
             return self._scatter_take(node, *args)
         if node.op in _LAYER_NORM:
             return cpu_layer_norm.run(node.op, node.attrs["axes"], node.attrs["eps"], args, node.dtype,
-                                      parallel.split)
+                                      parallel.pieces)
         if node.op in _SOFTMAX:
-            return cpu_softmax.run(node.op, node.attrs["axis"], args, node.dtype, parallel.split)
+            return cpu_softmax.run(node.op, node.attrs["axis"], args, node.dtype, parallel.pieces)
         x = args[0]
         if node.op == "erf":
             out = np.empty(node.shape, node.dtype)
             flat, dest = np.ascontiguousarray(x).reshape(-1), out.reshape(-1)
-            erf = cpu_special32.erf_into_float32 if x.dtype == np.float32 and node.dtype == np.float32 else \
-                cpu_special.erf_into
-            parallel.split(lambda lo, hi: erf(flat[lo:hi], dest[lo:hi]), flat.shape[0], 16)
+            f32 = x.dtype == np.float32 and node.dtype == np.float32
+            bounds = parallel.pieces(flat.shape[0], 16)
+            if bounds is None:
+                (cpu_special32.erf_into_float32 if f32 else cpu_special.erf_into)(flat, dest)
+            else:
+                (cpu_special32.erf_into_float32_in_pieces if f32 else cpu_special.erf_into_in_pieces)(
+                    flat, dest, bounds)
             return out
         attrs = node.attrs
         axes = attrs["axes"]
         if node.op in ("amax", "amin"):
-            out = cpu_reduce.extreme(x, axes, node.op == "amax", parallel.split)
+            out = cpu_reduce.extreme(x, axes, node.op == "amax", parallel.pieces)
             if out is None:  # a zero or NaN came out: NumPy picks which one
                 return KERNELS[node.op](attrs, x)
             return out.astype(node.dtype, copy=False).reshape(node.shape)
         n = _count(x.shape, axes)
         if node.op == "sum":
-            wide = cpu_reduce.fold_sum(x, axes, parallel.split, blocked=True)
+            wide = cpu_reduce.fold_sum(x, axes, parallel.pieces, blocked=True)
         else:
             # sums and means block long folds; a variance's mean is the plain left fold
-            mean = cpu_reduce.fold_sum(x, axes, parallel.split, blocked=node.op == "mean") / n
+            mean = cpu_reduce.fold_sum(x, axes, parallel.pieces, blocked=node.op == "mean") / n
             if node.op == "mean":
                 wide = mean
             else:
@@ -194,7 +213,11 @@ class NumbaBackend(HostBackend):
         flat = [np.ascontiguousarray(t).reshape(-1) for t in (p, g, m, v)]
         consts = (a["beta1"], a["beta2"], a["eps"], 1.0 - lr * a["weight_decay"], lr / bias1,
                   float(np.sqrt(bias2)))
-        parallel.split(lambda lo, hi: cpu_optim.adamw_into(*flat, out, *consts, lo, hi), p.size, 8)
+        bounds = parallel.pieces(p.size, 8)
+        if bounds is None:
+            cpu_optim.adamw_into(*flat, out, *consts, 0, p.size)
+        else:
+            cpu_optim.adamw_into_in_pieces(*flat, out, *consts, bounds)
         return out.reshape(node.shape)
 
     def _scatter_take(self, node, g, index):
@@ -208,4 +231,4 @@ class NumbaBackend(HostBackend):
 
     def launch_fused(self, recipe, root, arrays, params):
         """Run a generated elementwise kernel (runtime/fusion.py) producing `root`'s value."""
-        return cpu_fused.run(recipe, root.shape, root.dtype, arrays, params, parallel.split)
+        return cpu_fused.run(recipe, root.shape, root.dtype, arrays, params, parallel.pieces)
