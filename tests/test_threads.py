@@ -265,3 +265,16 @@ def test_a_lone_elementwise_op_runs_in_pieces_with_the_one_thread_bytes(threads,
         got = (lt.tensor(x) * lt.tensor(y)).numpy()
     assert [(k.op, k.backend) for k in p.kernels] == [("fused(mul)", "numba")]  # a kernel that can be cut
     assert got.tobytes() == want.tobytes()
+
+
+def test_products_in_pieces_call_numpys_openblas_even_with_scipys_loaded(threads):
+    import ctypes
+    lt.get_num_threads()  # starts numba's pool, which loads SciPy's OpenBLAS where SciPy is installed
+    numpys = [i for i in threadpoolctl.threadpool_info()
+              if i.get("internal_api") == "openblas" and "numpy" in i["filepath"]]
+    if not numpys or blas.gemm_address(np.float32) is None:
+        pytest.skip("NumPy's BLAS here is not an OpenBLAS exporting cblas_sgemm")
+    lib = ctypes.CDLL(numpys[0]["filepath"])
+    exported = [getattr(lib, name.format("s"), None) for name, _ in blas._NAMES]
+    addresses = {ctypes.cast(fn, ctypes.c_void_p).value for fn in exported if fn is not None}
+    assert blas.gemm_address(np.float32)[0] in addresses

@@ -57,9 +57,10 @@ def gemm_address(dtype):
 def _find(letter):
     if threadpool_info is None:
         return None
-    for info in threadpool_info():
-        if info.get("internal_api") != "openblas":
-            continue
+    # NumPy's first: SciPy's OpenBLAS may be loaded too (numba imports SciPy where it is installed)
+    libraries = sorted((i for i in threadpool_info() if i.get("internal_api") == "openblas"),
+                       key=lambda i: "numpy" not in i["filepath"])
+    for info in libraries:
         try:
             lib = ctypes.CDLL(info["filepath"])
         except OSError:
