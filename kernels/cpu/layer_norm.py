@@ -97,6 +97,11 @@ def layer_norm_grad_rows_in_pieces(x, g, out, eps_cell, bounds):
         layer_norm_grad_rows(x[lo:hi], g[lo:hi], out[lo:hi], eps_cell)
 
 
+# op -> (the kernel, its parallel form)
+KERNELS = {"layer_norm": (layer_norm_rows, layer_norm_rows_in_pieces),
+           "layer_norm_grad": (layer_norm_grad_rows, layer_norm_grad_rows_in_pieces)}
+
+
 def run(op, axes, eps, arrays, dtype, pieces=one_piece):
     """The op over trailing `axes` of same-shape `arrays`, rows in the pieces `pieces(rows, work)` gives."""
     shape = arrays[0].shape
@@ -105,10 +110,10 @@ def run(op, axes, eps, arrays, dtype, pieces=one_piece):
     out = np.empty(shape, dtype)
     flat = out.reshape(-1, k)
     eps_cell = np.array([eps], dtype)
+    whole, in_pieces = KERNELS[op]
     bounds = pieces(flat.shape[0], 8 * k)
     if bounds is None:
-        (layer_norm_rows if op == "layer_norm" else layer_norm_grad_rows)(*rows, flat, eps_cell)
+        whole(*rows, flat, eps_cell)
     else:
-        (layer_norm_rows_in_pieces if op == "layer_norm" else layer_norm_grad_rows_in_pieces)(
-            *rows, flat, eps_cell, bounds)
+        in_pieces(*rows, flat, eps_cell, bounds)
     return out

@@ -175,13 +175,15 @@ class NumbaBackend(HostBackend):
         if node.op == "erf":
             out = np.empty(node.shape, node.dtype)
             flat, dest = np.ascontiguousarray(x).reshape(-1), out.reshape(-1)
-            f32 = x.dtype == np.float32 and node.dtype == np.float32
+            if x.dtype == np.float32 and node.dtype == np.float32:
+                whole, in_pieces = cpu_special32.erf_into_float32, cpu_special32.erf_into_float32_in_pieces
+            else:
+                whole, in_pieces = cpu_special.erf_into, cpu_special.erf_into_in_pieces
             bounds = parallel.pieces(flat.shape[0], 16)
             if bounds is None:
-                (cpu_special32.erf_into_float32 if f32 else cpu_special.erf_into)(flat, dest)
+                whole(flat, dest)
             else:
-                (cpu_special32.erf_into_float32_in_pieces if f32 else cpu_special.erf_into_in_pieces)(
-                    flat, dest, bounds)
+                in_pieces(flat, dest, bounds)
             return out
         attrs = node.attrs
         axes = attrs["axes"]
