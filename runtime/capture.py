@@ -9,12 +9,13 @@ kept). A `Program` runs the steps through the scheduler's own executors, so uplo
 reads, memory budgets and the transfer log behave as in the eager run; an intermediate is dropped after
 its last reader, as the eager run drops it.
 """
+import functools
 import threading
 import weakref
 
 import numpy as np
 
-from . import copies, counters, devices, launch_plan, parallel, policy, rng, scheduler
+from . import copies, counters, devices, host_plan, launch_plan, parallel, policy, rng, scheduler
 from .backends.lowering import for_indices
 from .graph import Node
 from .locking import serialized
@@ -216,7 +217,9 @@ class Program:
                 step.drop += (step.out,)  # a result nobody reads (kept by the eager run only as long)
         self.split = parallel.worth_splitting([step.what.root if step.kind in ("device_group", "host_group")
                                                else step.what for step in steps if step.kind in KERNELS])
-        self._plan = None  # runtime/launch_plan.LaunchPlan, built after the first replay (False: none)
+        # runtime/launch_plan.LaunchPlan, built after the first replay, or runtime/host_plan.HostPlan, built
+        # at the first (False: none)
+        self._plan = None
         self._kernels = sum(step.kind in KERNELS for step in steps)
 
     def __len__(self):
@@ -269,14 +272,21 @@ class Program:
         return [slots[s] for s in self.outputs]
 
     def _run_planned(self, slots, stream0, donors):
-        """Replay through the device's launch plan (laid out after the first replay, which the executors
-        run) when there is one and it fits the budget, overwriting the donors' blocks where it can;
-        False if the executors must run the steps."""
-        if self._plan is None and not launch_plan.supports(self.chain[0]):
+        """Replay through the host plan (on the CPU) or the device's launch plan (laid out after the first
+        replay, which the executors run) when there is one and it fits the budget, overwriting the donors'
+        blocks where it can; False if the executors must run the steps."""
+        if self._plan is None and self.chain[0].is_host and host_plan.supports(self):
+            self._plan = host_plan.HostPlan(self, functools.partial(_execute, chain=self.chain))
+        elif self._plan is None and not launch_plan.supports(self.chain[0]):
             self._plan = False
         plan = self._plan
         if not plan or LOG.profiling:
             return False
+        if isinstance(plan, host_plan.HostPlan):
+            if not plan.run(slots, stream0):
+                return False
+            counters.COUNTERS.prepared_kernels += plan.launched
+            return True
         donors = plan.accepts_donors(slots, {self._replaced[i]: buf for i, buf in donors.items()
                                              if i in self._replaced}) if donors else None
         if donors is not None and not plan.fits(slots, donors):

@@ -11,7 +11,8 @@ class Counters:
     def reset(self):
         self.realizations = 0
         self.kernels = 0
-        self.prepared_kernels = 0  # of those, run by a compiled replay from prebuilt launches (launch_plan)
+        # of those, run by a compiled replay from prebuilt launches or calls (launch_plan, host_plan)
+        self.prepared_kernels = 0
         self.updated_in_place = 0  # state values a compiled replay wrote over their old device blocks
         self.host_reads = collections.Counter()
         self.host_writes = collections.Counter()

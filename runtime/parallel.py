@@ -172,10 +172,24 @@ def splitting():
 def pieces(n, work_per_item=1):
     """Bounds of the pieces of range(n) for this run's threads, an int64 array 0 = b_0 < ... < b_k = n
     with at least MIN_PIECE elements of work in each piece, or None for one piece (the kernel runs whole
-    on this thread). The kernels' `pieces` argument (kernels/cpu/common.py)."""
+    on this thread). The kernels' `pieces` argument (kernels/cpu/common.py); the array is shared between
+    calls asking the same (the kernels only read it)."""
     if not splitting():
         return None
-    parts = min(num_threads(), n, (n * work_per_item) // MIN_PIECE)
+    key = (n, work_per_item, num_threads(), MIN_PIECE)
+    bounds = _bounds.get(key, False)
+    if bounds is False:
+        if len(_bounds) >= 4096:
+            _bounds.clear()
+        bounds = _bounds[key] = _cut(*key)
+    return bounds
+
+
+_bounds = {}  # (n, work per item, threads, MIN_PIECE) -> pieces' bounds: each launch of a kernel asks
+
+
+def _cut(n, work_per_item, threads, min_piece):
+    parts = min(threads, n, (n * work_per_item) // min_piece)
     if parts <= 1:
         return None
     step, extra = divmod(n, parts)

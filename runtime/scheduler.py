@@ -19,8 +19,9 @@ from .transfers import LOG, now
 recorder = None  # while lt.jit captures a call: its runtime.capture.Recorder, told every kernel run
 
 
-def _exclusive(out, args):
-    # The result may be written in place later only if it shares memory with no operand.
+def exclusive_result(out, args):
+    """Whether a host kernel's result `out` may be written in place later: it shares memory with no
+    operand."""
     return out.flags.writeable and out.base is None and not any(
         isinstance(a, np.ndarray) and np.may_share_memory(out, a) for a in args)
 
@@ -195,7 +196,7 @@ def _run_on_host(node, operands, backend):
             copies.download(b, "host-kernel")
     args = [b.host for b in operands]
     out = backend.launch(node, args)
-    return Buffer(node.id, node.op, node.shape, node.dtype).set_host_result(out, _exclusive(out, args))
+    return Buffer(node.id, node.op, node.shape, node.dtype).set_host_result(out, exclusive_result(out, args))
 
 
 def _run_on_device(node, operands, backend, launch=None):

@@ -122,6 +122,65 @@ def test_a_replay_builds_no_graph_only_the_values_it_hands_back():
     assert fn.stats()["replayed"] == 1
 
 
+def test_a_cpu_replay_calls_every_kernel_but_the_random_ones_without_the_executors(monkeypatch):
+    """On the CPU a replay calls each kernel from a list prepared once (runtime/host_plan.py); only the
+    random kernels, whose streams are each replay's, go through the scheduler's executors."""
+    from lazytensor.runtime import scheduler
+    lt.set_device("cpu")
+    model, opt, sched, step = _setup()
+    fn = lt.jit(step)
+    data = _batches(3)
+    for x, y in data[:2]:
+        fn(lt.tensor(x), lt.tensor(y))
+    ran = []
+    run_node = scheduler.run_node
+    monkeypatch.setattr(scheduler, "run_node", lambda node, *rest: ran.append(node.op) or run_node(node, *rest))
+    lt.reset_counters()
+    fn(lt.tensor(data[2][0]), lt.tensor(data[2][1])).item()
+    assert fn.stats()["replayed"] == 1 and ran and set(ran) <= _random_ops()
+    assert lt.counters()["prepared_kernels"] == lt.counters()["kernels"] - len(ran)
+
+
+def test_a_cpu_replay_while_profiling_runs_through_the_executors_and_records_each_kernel():
+    lt.set_device("cpu")
+    model, opt, sched, step = _setup()
+    fn = lt.jit(step)
+    data = _batches(3)
+    for x, y in data[:2]:
+        fn(lt.tensor(x), lt.tensor(y))
+    lt.reset_counters()
+    with lt.profile() as prof:
+        fn(lt.tensor(data[2][0]), lt.tensor(data[2][1])).item()
+    assert fn.stats()["replayed"] == 1 and lt.counters()["prepared_kernels"] == 0
+    assert len(prof.kernels) == lt.counters()["kernels"]
+
+
+def _random_ops():
+    from lazytensor.kernels import ops
+    return set(ops.names(family="random"))
+
+
+def test_a_cpu_replay_hands_back_results_a_later_in_place_write_may_reuse_as_the_executors_do():
+    """Each value a replay hands back says, as the executors' Buffers do, whether it alone owns its
+    memory: a fresh result does, a view of another value does not."""
+    results = {}
+    for plan in (False, True):
+        lt.set_device("cpu")
+        model, opt, sched, step = _setup()
+
+        def parts(x):
+            y = model.head(x) * 2.0
+            return y, y[0], y.reshape(-1)
+        fn = lt.jit(parts)
+        x = lt.tensor(np.random.default_rng(0).standard_normal((B, T, C)).astype(np.float32))
+        for _ in range(2 if plan else 1):
+            fn(x)
+        outs = fn(x)
+        assert fn.stats()["replayed"] == int(plan)
+        results[plan] = [(t._node.buffer.host_exclusive, t.numpy().tobytes()) for t in outs]
+    assert results[True] == results[False] and [e for e, _ in results[True]] == [True, False, False]
+
+
 def test_a_replayed_step_makes_the_copies_the_eager_step_makes(virtual):
     logs = {}
     for compiled in (False, True):

@@ -101,6 +101,28 @@ def test_products_in_pieces_are_within_the_matmul_tolerance(threads, rng):
         np.testing.assert_allclose(out, l.astype(np.float64) @ r, rtol=1e-5, atol=1e-4)
 
 
+def test_products_of_head_split_attention_operands_in_pieces_are_within_the_matmul_tolerance(threads, rng):
+    """Batches whose dims cannot be merged without a copy (heads split out of a fused q, k, v
+    projection, then transposed, as users write attention), and a broadcast batch."""
+    if blas.gemm_address(np.float32) is None:
+        pytest.skip("NumPy's BLAS here is not an OpenBLAS exporting cblas_sgemm")
+    qkv = rng.standard_normal((4, 32, 3 * 48)).astype(np.float32)
+    shared = rng.standard_normal((16, 32)).astype(np.float32)
+    heads = [a.reshape(4, 32, 3, 16).transpose(0, 2, 1, 3) for a in np.split(qkv, 3, axis=2)]
+    want = [heads[0].astype(np.float64) @ heads[1].transpose(0, 1, 3, 2),
+            (heads[0].astype(np.float64) @ heads[1].transpose(0, 1, 3, 2)) @ heads[2],
+            heads[0].transpose(0, 1, 3, 2).astype(np.float64) @ heads[2],
+            heads[0].astype(np.float64) @ shared]
+    with lt.profile() as p:
+        q, k, v = (t.view(4, 32, 3, 16).transpose(1, 2) for t in lt.tensor(qkv).split(48, dim=2))
+        att = q @ k.transpose(-2, -1)
+        got = [t.numpy() for t in (att, att @ v, q.transpose(-2, -1) @ v,
+                                   q @ lt.tensor(shared).expand(4, 3, 16, 32))]
+    assert [k.backend for k in p.kernels if k.op == "matmul"] == ["numba"] * len(got)
+    for out, expected in zip(got, want):
+        np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-4)
+
+
 def test_float64_products_in_pieces_match_numpy(threads, rng):
     a = rng.standard_normal((4, 100, 50))
     b = rng.standard_normal((50, 70))

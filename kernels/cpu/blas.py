@@ -5,9 +5,11 @@ do numba's, and two spinning pools on the same cores take turns by the scheduler
 (runtime/parallel.py). So each piece (a block of rows of a stacked activation under a rank-2 weight, or
 a block of the batch) calls `cblas_sgemm` / `cblas_dgemm` of the OpenBLAS that NumPy loaded (found
 through threadpoolctl, by address: numba caches code that takes the address as an argument, not code
-that holds a ctypes pointer), while OpenBLAS itself is held to one thread. NumPy's library, so the same
-kernels as np.matmul's; a piece's rows may still be rounded differently from the whole product's
-(another blocking): matmul is in the tolerance class.
+that holds a ctypes pointer), while OpenBLAS itself is held to one thread. A batch is read where it lies,
+whatever its strides (the matrices' byte offsets, not a copy: heads split out of one q, k, v projection
+cannot be merged into one batch dim). NumPy's library, so the same kernels as np.matmul's; a piece's
+rows may still be rounded differently from the whole product's (another blocking): matmul is in the
+tolerance class.
 """
 import ctypes
 
@@ -109,17 +111,18 @@ def gemm_rows_in_pieces(address, ints, a, trans_a, lda, b, trans_b, ldb, out, bo
 
 
 @nb.njit(parallel=True, nogil=True, cache=True)
-def gemm_batches_in_pieces(address, ints, a, trans_a, lda, b, trans_b, ldb, out, bounds):
-    """out[i] = a[i] @ b[i] for every batch i, the pieces [lo, hi) of `bounds` side by side: `a`, `b`
-    read per batch with their transposes and leading dimensions, `out` C-contiguous (B, M, N)."""
-    m, n, k = out.shape[1], out.shape[2], a.shape[2]
-    one, zero = a.dtype.type(1.0), a.dtype.type(0.0)
+def gemm_batches_in_pieces(address, ints, m, n, k, a, a_offsets, trans_a, lda, b, b_offsets, trans_b, ldb, out,
+                           bounds):
+    """out[i] = A_i @ B_i for every batch i, the pieces [lo, hi) of `bounds` side by side: A_i (m, k) at
+    byte address `a + a_offsets[i]`, read with its transpose and leading dimension, B_i (k, n) likewise,
+    `out` C-contiguous (batches, m, n)."""
+    one, zero = out.dtype.type(1.0), out.dtype.type(0.0)
     for p in nb.prange(bounds.shape[0] - 1):
         cell = np.empty_like(ints)
         for i in range(bounds[p], bounds[p + 1]):
             _call_at(address, (_ROW_MAJOR, trans_a, trans_b, _as(m, cell), _as(n, cell), _as(k, cell), one,
-                               a[i].ctypes.data, lda, b[i].ctypes.data, ldb, zero, out[i].ctypes.data,
-                               _as(n, cell)))
+                               a + np.uint64(a_offsets[i]), lda, b + np.uint64(b_offsets[i]), ldb, zero,
+                               out[i].ctypes.data, _as(n, cell)))
 
 
 def matmul_rows(a, b, out, bounds, library):
@@ -134,11 +137,32 @@ def matmul_rows(a, b, out, bounds, library):
 
 
 def matmul_batches(a, b, out, bounds, library):
-    """out[i] = a[i] @ b[i] in pieces of the batch (`a` (B, M, K), `b` (B, K, N), `out` C-contiguous
-    (B, M, N), K >= 1)."""
+    """out[i] = a[i] @ b[i] over the batch dims, in pieces of the batch (`a` (..., M, K), `b` (..., K, N)
+    with the same batch dims, any strides: read in place; `out` C-contiguous (B, M, N), K >= 1)."""
     address, int_type = library
     a, trans_a, lda = layout(a)
     b, trans_b, ldb = layout(b)
-    gemm_batches_in_pieces(address, np.zeros(1, int_type), a, _TRANS if trans_a else _NO_TRANS, int_type(lda),
-                           b, _TRANS if trans_b else _NO_TRANS, int_type(ldb), out, bounds)
+    m, k, n = out.shape[1], a.shape[-1], out.shape[2]
+    gemm_batches_in_pieces(address, np.zeros(1, int_type), int_type(m), int_type(n), int_type(k),
+                           a.ctypes.data, batch_offsets(a), _TRANS if trans_a else _NO_TRANS, int_type(lda),
+                           b.ctypes.data, batch_offsets(b), _TRANS if trans_b else _NO_TRANS, int_type(ldb),
+                           out, bounds)
     return out
+
+
+def batch_offsets(x):
+    """Byte offsets of the matrices of `x` (its trailing two dims) from its first, in C order of its batch
+    dims: a batch with any strides is read where it lies (a head-split attention operand, not copied)."""
+    key = (x.shape[:-2], x.strides[:-2])
+    offsets = _offsets.get(key)
+    if offsets is None:
+        offsets = np.zeros(1, np.int64)
+        for size, stride in zip(*key):
+            offsets = (offsets[:, None] + np.arange(size, dtype=np.int64) * stride).reshape(-1)
+        if len(_offsets) >= 1024:
+            _offsets.clear()
+        _offsets[key] = offsets
+    return offsets
+
+
+_offsets = {}  # (batch shape, batch strides) -> batch_offsets: a replay asks for the same every step

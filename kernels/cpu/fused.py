@@ -169,18 +169,33 @@ def compiled(recipe, broadcast=None):
 def run(recipe, out_shape, out_dtype, arrays, params, pieces=one_piece):
     """Evaluate `recipe` over `arrays` (broadcastable to `out_shape`) and scalar `params`, in the pieces
     of the first dim that `pieces(n, work_per_item)` gives, side by side on numba's threads."""
+    key = (recipe, out_shape, tuple(a.shape for a in arrays))
+    launch = _launches.get(key)
+    if launch is None:
+        if len(_launches) >= 4096:
+            _launches.clear()
+        launch = _launches[key] = _launch(recipe, out_shape, key[2])
+    module, shapes, items, work = launch
     out = np.empty(out_shape, out_dtype)
-    ndim = len(out_shape)
-    inputs, broadcast = [], []
-    for a in arrays:
-        a = np.ascontiguousarray(a).reshape((1,) * (ndim - a.ndim) + a.shape)
-        inputs.append(a)
-        broadcast.append(tuple(a.shape[d] == 1 and out_shape[d] != 1 for d in range(ndim)))
-    module = compiled(recipe, tuple(broadcast))
-    bounds = None if ndim == 0 or out.size == 0 else \
-        pieces(out_shape[0], out.size // out_shape[0] * len(recipe[1]))
+    inputs = [np.ascontiguousarray(a).reshape(shape) for a, shape in zip(arrays, shapes)]
+    bounds = None if items is None else pieces(items, work)
     if bounds is None:
         module.kernel(out, *inputs, *params)
     else:
         module.kernel_in_pieces(bounds, out, *inputs, *params)
     return out
+
+
+_launches = {}  # (recipe, out shape, input shapes) -> what run works out once: module, shapes, pieces' work
+
+
+def _launch(recipe, out_shape, in_shapes):
+    ndim = len(out_shape)
+    shapes = [(1,) * (ndim - len(s)) + tuple(s) for s in in_shapes]
+    broadcast = tuple(tuple(s[d] == 1 and out_shape[d] != 1 for d in range(ndim)) for s in shapes)
+    size = 1
+    for d in out_shape:
+        size *= d
+    items = None if ndim == 0 or size == 0 else out_shape[0]
+    work = 0 if items is None else size // out_shape[0] * len(recipe[1])
+    return compiled(recipe, broadcast), shapes, items, work

@@ -40,7 +40,7 @@ MIN_MACS, MAX_MACS = 1 << 18, 1 << 25
 _F32 = np.dtype(np.float32)
 # BLIS is kept only if NumPy's time is at least this multiple of its own: near a tie, the reference's library.
 CLEARLY_FASTER = 1.25
-_measured = {}   # cache file -> whether BLIS is faster, for this process
+_measured = {}   # "auto" -> whether BLIS is faster, for this process
 
 
 def prefers_blis(m, k, n, dtype):
@@ -52,16 +52,16 @@ def prefers_blis(m, k, n, dtype):
 
 def host_blas():
     """"blis" or "numpy": who computes this machine's mid-sized float32 products (LAZYTENSOR_HOST_BLAS;
-    `auto` measures once per machine)."""
+    `auto` measures once per machine, and a process reads the stored choice once: products ask per call)."""
     choice = settings.get("host_blas")
     if _blis_gemm is None or choice == "numpy":
         return "numpy"
     if choice == "blis":
         return "blis"
-    path = os.path.join(cache_path("blas"), "choice.json")
-    if path not in _measured:
-        _measured[path] = _stored_or_measured(path)
-    return "blis" if _measured[path] else "numpy"
+    if "auto" not in _measured:
+        path = os.path.join(cache_path("blas"), "choice.json")
+        _measured["auto"] = _stored_or_measured(path)
+    return "blis" if _measured["auto"] else "numpy"
 
 
 def _operand(a):

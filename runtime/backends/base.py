@@ -37,6 +37,12 @@ class HostBackend:
         """Compute `node` from its operands' host arrays; returns the result array."""
         raise NotImplementedError
 
+    def prepared(self, node):
+        """A callable computing `node` from its operands' host arrays as `launch` does, for a compiled
+        step to call at every replay (runtime/host_plan.py): backends resolve there once what `launch`
+        decides per call."""
+        return lambda *args: self.launch(node, args)
+
     def launch_fused(self, recipe, root, arrays, params):
         """A fused elementwise group's value (runtime/fusion.py builds `recipe`), or None to decline it."""
         return None

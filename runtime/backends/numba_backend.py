@@ -105,8 +105,7 @@ def _split_matmul(node, a, b):
     if len(b.shape) == 2:
         blas.matmul_rows(a.reshape(-1, k), b, out.reshape(-1, out.shape[-1]), bounds, library)
     else:
-        blas.matmul_batches(a.reshape((-1,) + a.shape[-2:]), b.reshape((-1,) + b.shape[-2:]),
-                            out.reshape((-1,) + out.shape[-2:]), bounds, library)
+        blas.matmul_batches(a, b, out.reshape((-1,) + out.shape[-2:]), bounds, library)
     return out
 
 

@@ -20,3 +20,7 @@ class NumpyBackend(HostBackend):
                 f"kernel {node.op} returned {getattr(out, 'shape', None)} {getattr(out, 'dtype', None)}, "
                 f"expected {node.shape} {node.dtype}")
         return out
+
+    def prepared(self, node):
+        kernel, attrs = KERNELS[node.op], node.attrs
+        return lambda *args: kernel(attrs, *args)  # launch's result check ran when the step was captured

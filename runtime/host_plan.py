@@ -1,0 +1,101 @@
+"""A compiled step's host kernels called from a list prepared once: arrays in slots, no Buffers between.
+
+A `Program` (runtime/capture.py) replays through the scheduler's executors: per kernel a residency
+check, a Buffer for the result, a profiling hook, the backend's choice among its kernels, and the
+kernel's own checks (bench/RESULTS.md: a replay of a ~460-step training step with negligible kernels
+took 6.4 ms through them, 4.9 through a HostPlan, on a 2-vCPU VM). When
+every step of a program runs on host backends (the CPU device), a `HostPlan` resolves each step once to
+a callable on host arrays (`HostBackend.prepared`: the kernel the backend would pick for these shapes
+and dtypes), and a replay is a loop over (callable, operand slots, result slot): the same kernels on the
+same arrays in the same order, so the same bytes as the executors'. Only the values the caller gets
+back become Buffers. A replay while profiling, or with a bound value not on the host, goes through the
+executors (the caller's fallback).
+"""
+from . import scheduler
+from .residency import Buffer
+
+
+def supports(program):
+    """Whether every step of `program` is a host kernel or a view of a host value."""
+    return all(step.kind == "view" or (step.kind in ("node", "host_group") and step.backend.is_host
+                                      and step.follow is None and step.launches is None)
+               for step in program.steps)
+
+
+class HostPlan:
+    """The prepared calls of one Program whose steps all run on the host. `run(slots, stream0)` replays
+    into `slots` (Buffers of the bound and constant values in, the outputs' Buffers out); a step the
+    calls cannot take (a random kernel, whose streams are the replay's; a group reading 0-d values; a
+    group the fuser declines this time) goes through `executor(step, operand Buffers, stream0)`."""
+
+    def __init__(self, program, executor):
+        self._executor, self._stream0 = executor, 0
+        self.skipped, self.can_update = 0, False  # as LaunchPlan's: no step skipped, no state overwritten
+        keep = set(program.outputs)
+        self._calls = []
+        self._ids = {}  # result slot -> (node id, op) naming its Buffer (None: a view, named by its source)
+        for step in program.steps:
+            call, self._ids[step.out] = self._prepare(step)
+            self._calls.append((call, step.ins, step.out, step.drop, step.out in keep))
+        # the kernels called as prepared (views are no kernels; the executors run the rest)
+        self.launched = sum(step.kind != "view" and not self._through_executors(step)
+                            for step in program.steps)
+        self._inputs = [s for s in range(program.n_slots) if s not in {step.out for step in program.steps}]
+        self._views = {step.out: step.ins[0] for step in program.steps if step.kind == "view"}
+
+    @staticmethod
+    def _through_executors(step):
+        # a random kernel (its streams are the replay's), a group reading 0-d values
+        return step.stream is not None or (step.kind == "host_group"
+                                           and any(hasattr(p, "op") for p in step.what.params))
+
+    def _prepare(self, step):
+        what, backend = step.what, step.backend
+        if step.kind == "view":
+            return (lambda src: src[what]), None
+        if step.kind == "node" and step.stream is None:
+            return backend.prepared(what), (what.id, what.op)
+        root = what.root if step.kind == "host_group" else what
+        if not self._through_executors(step):
+            recipe, params = what.recipe, list(what.params)
+
+            def fused(*arrays):
+                out = backend.launch_fused(recipe, root, arrays, params)
+                return out if out is not None else self._execute(step, arrays)
+            return fused, (root.id, root.op)
+        return (lambda *arrays: self._execute(step, arrays)), (root.id, root.op)
+
+    def _execute(self, step, arrays):
+        operands = [Buffer(-1, "data", a.shape, a.dtype).set_host_result(a, False) for a in arrays]
+        return self._executor(step, operands, self._stream0).host
+
+    def run(self, slots, stream0):
+        """Replay the calls into `slots`; False (slots untouched) where the executors must run instead:
+        a bound or constant value not on the host."""
+        arrays = [None] * len(slots)
+        for s in self._inputs:
+            buf = slots[s]
+            if buf is not None:
+                if not buf.on_host:
+                    return False
+                arrays[s] = buf.host
+        self._stream0 = stream0
+        exclusive = {}
+        for call, ins, out, drop, kept in self._calls:
+            args = [arrays[s] for s in ins]
+            value = call(*args)
+            arrays[out] = value
+            if kept:
+                exclusive[out] = scheduler.exclusive_result(value, args)
+            for s in drop:
+                arrays[s] = None
+        for s, excl in exclusive.items():
+            node_id, op = self._ids[s] or (self._source_id(s, slots), "data")
+            value = arrays[s]
+            slots[s] = Buffer(node_id, op, value.shape, value.dtype).set_host_result(value, excl)
+        return True
+
+    def _source_id(self, s, slots):
+        while s in self._views:
+            s = self._views[s]
+        return self._ids[s][0] if s in self._ids else slots[s].node_id
