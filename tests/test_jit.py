@@ -13,6 +13,7 @@ import lazytensor.nn.functional as F
 from lazytensor import nn
 from lazytensor.kernels import ops
 from lazytensor.runtime import scheduler
+from test_random_graphs import UNARY, BINARY, programs
 
 V, T, B, C = 17, 8, 4, 16
 
@@ -161,6 +162,46 @@ def test_a_cpu_replay_hands_back_results_a_later_in_place_write_may_reuse_as_the
         assert fn.stats()["replayed"] == int(plan)
         results[plan] = [(t._node.buffer.host_exclusive, t.numpy().tobytes()) for t in outs]
     assert results[True] == results[False] and [e for e, _ in results[True]] == [True, False, False]
+
+
+def _program_fn(steps):
+    """test_random_graphs' program as a function of its input tensors, returning every value it made
+    (views among them: `.mT` of a square operand)."""
+    def fn(*inputs):
+        pool = list(inputs)
+        for step in steps:
+            t = pool[-1]
+            if step[0] == "unary":
+                pool.append(UNARY[step[1]][0](t))
+            elif step[0] == "binary":
+                pool.append(BINARY[step[1]][0](t, pool[step[2] % len(pool)]))
+            elif t.ndim and not (step[1] == "amax" and t.shape[step[2] % t.ndim] == 0):
+                pool.append(getattr(lt, step[1])(t, dim=step[2] % t.ndim, keepdim=True))
+        return tuple(pool[len(inputs):])
+    return fn
+
+
+@settings(max_examples=40, deadline=None)
+@given(programs())
+def test_random_programs_replayed_on_the_cpu_hand_back_what_their_capture_handed_back(program):
+    """Bytes, and whether each value alone owns its memory (an in-place write may reuse it), equal the
+    capture's (the executors'), for random graphs of elementwise ops, reductions and views."""
+    shapes, steps, seed = program
+    lt.set_device("cpu")
+    rng = np.random.default_rng(seed)
+    first, second = ([rng.uniform(-2, 2, size=s) for s in shapes] for _ in range(2))
+    capturing, replaying = lt.jit(_program_fn(steps)), lt.jit(_program_fn(steps))
+    capturing(*map(lt.tensor, first))  # eager
+    captured = _handed_back(capturing(*map(lt.tensor, second)))
+    for _ in range(2):  # eager, capture
+        replaying(*map(lt.tensor, first))
+    replayed = _handed_back(replaying(*map(lt.tensor, second)))
+    assert replaying.stats()["replayed"] == 1 and replayed == captured
+
+
+def _handed_back(tensors):
+    owns = [t._node.buffer.host_exclusive for t in tensors]  # before .numpy(), which may hand out a view
+    return owns, [t.numpy().tobytes() for t in tensors]
 
 
 def test_a_replayed_step_makes_the_copies_the_eager_step_makes(virtual):

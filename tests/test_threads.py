@@ -118,7 +118,7 @@ def test_products_of_head_split_attention_operands_in_pieces_are_within_the_matm
         att = q @ k.transpose(-2, -1)
         got = [t.numpy() for t in (att, att @ v, q.transpose(-2, -1) @ v,
                                    q @ lt.tensor(shared).expand(4, 3, 16, 32))]
-    assert [k.backend for k in p.kernels if k.op == "matmul"] == ["numba"] * len(got)
+    assert [kernel.backend for kernel in p.kernels if kernel.op == "matmul"] == ["numba"] * len(got)
     for out, expected in zip(got, want):
         np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-4)
 
