@@ -24,6 +24,7 @@ The thread count: `lt.set_num_threads(n)`, else LAZYTENSOR_NUM_THREADS, else OMP
 cores this process may use (at most numba's pool size, NUMBA_NUM_THREADS).
 """
 import contextlib
+import functools
 import os
 import threading
 
@@ -176,18 +177,10 @@ def pieces(n, work_per_item=1):
     calls asking the same (the kernels only read it)."""
     if not splitting():
         return None
-    key = (n, work_per_item, num_threads(), MIN_PIECE)
-    bounds = _bounds.get(key, False)
-    if bounds is False:
-        if len(_bounds) >= 4096:
-            _bounds.clear()
-        bounds = _bounds[key] = _cut(*key)
-    return bounds
+    return _cut(n, work_per_item, num_threads(), MIN_PIECE)
 
 
-_bounds = {}  # (n, work per item, threads, MIN_PIECE) -> pieces' bounds: each launch of a kernel asks
-
-
+@functools.lru_cache(maxsize=4096)  # each launch of a kernel asks for its pieces
 def _cut(n, work_per_item, threads, min_piece):
     parts = min(threads, n, (n * work_per_item) // min_piece)
     if parts <= 1:

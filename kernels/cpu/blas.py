@@ -12,6 +12,7 @@ rows may still be rounded differently from the whole product's (another blocking
 tolerance class.
 """
 import ctypes
+import functools
 
 import numba as nb
 import numpy as np
@@ -153,16 +154,12 @@ def matmul_batches(a, b, out, bounds, library):
 def batch_offsets(x):
     """Byte offsets of the matrices of `x` (its trailing two dims) from its first, in C order of its batch
     dims: a batch with any strides is read where it lies (a head-split attention operand, not copied)."""
-    key = (x.shape[:-2], x.strides[:-2])
-    offsets = _offsets.get(key)
-    if offsets is None:
-        offsets = np.zeros(1, np.int64)
-        for size, stride in zip(*key):
-            offsets = (offsets[:, None] + np.arange(size, dtype=np.int64) * stride).reshape(-1)
-        if len(_offsets) >= 1024:
-            _offsets.clear()
-        _offsets[key] = offsets
+    return _offsets(x.shape[:-2], x.strides[:-2])
+
+
+@functools.lru_cache(maxsize=1024)  # a replay asks for the same every step
+def _offsets(shape, strides):
+    offsets = np.zeros(1, np.int64)
+    for size, stride in zip(shape, strides):
+        offsets = (offsets[:, None] + np.arange(size, dtype=np.int64) * stride).reshape(-1)
     return offsets
-
-
-_offsets = {}  # (batch shape, batch strides) -> batch_offsets: a replay asks for the same every step

@@ -15,6 +15,7 @@ A recipe is `(ndim, instructions)` where each instruction is one of
   (op, dtype, i, j, ...)      op applied to earlier instructions i, j, ...
 and the last instruction is the result.
 """
+import functools
 import hashlib
 import importlib.util
 import os
@@ -169,13 +170,7 @@ def compiled(recipe, broadcast=None):
 def run(recipe, out_shape, out_dtype, arrays, params, pieces=one_piece):
     """Evaluate `recipe` over `arrays` (broadcastable to `out_shape`) and scalar `params`, in the pieces
     of the first dim that `pieces(n, work_per_item)` gives, side by side on numba's threads."""
-    key = (recipe, out_shape, tuple(a.shape for a in arrays))
-    launch = _launches.get(key)
-    if launch is None:
-        if len(_launches) >= 4096:
-            _launches.clear()
-        launch = _launches[key] = _launch(recipe, out_shape, key[2])
-    module, shapes, items, work = launch
+    module, shapes, items, work = _launch(recipe, tuple(out_shape), tuple(a.shape for a in arrays))
     out = np.empty(out_shape, out_dtype)
     inputs = [np.ascontiguousarray(a).reshape(shape) for a, shape in zip(arrays, shapes)]
     bounds = None if items is None else pieces(items, work)
@@ -186,10 +181,10 @@ def run(recipe, out_shape, out_dtype, arrays, params, pieces=one_piece):
     return out
 
 
-_launches = {}  # (recipe, out shape, input shapes) -> what run works out once: module, shapes, pieces' work
-
-
+@functools.lru_cache(maxsize=4096)
 def _launch(recipe, out_shape, in_shapes):
+    """What `run` works out once per recipe and shapes: the module, the inputs' shapes at the output's
+    rank, the items and work per item its pieces cut."""
     ndim = len(out_shape)
     shapes = [(1,) * (ndim - len(s)) + tuple(s) for s in in_shapes]
     broadcast = tuple(tuple(s[d] == 1 and out_shape[d] != 1 for d in range(ndim)) for s in shapes)
