@@ -26,6 +26,7 @@ def cases(rng):
     h = rng.normal(size=(16, 64, 256)).astype(np.float32)
     w = rng.normal(size=(256, 256)).astype(np.float32)
     q = rng.normal(size=(16, 4, 64, 64)).astype(np.float32)
+    causal = np.where(np.triu(np.ones((64, 64), bool), 1), np.float32(-np.inf), q)  # as a causal mask leaves scores
     erf = np.frompyfunc(__import__("math").erf, 1, 1)
     out = {
         "erf 1.5M f32": (lambda t: t[0].erf(), lambda n: erf(n[0]).astype(np.float32), lambda p: p[0].erf(), [x15]),
@@ -38,6 +39,8 @@ def cases(rng):
                                                     lambda n: np.ascontiguousarray(n[0].transpose(2, 0, 1)),
                                                     lambda p: p[0].permute(2, 0, 1).contiguous(), [a]),
         "softmax (16,4,64,64) last axis": (lambda t: t[0].softmax(-1), None, lambda p: p[0].softmax(-1), [q]),
+        "causal softmax (16,4,64,64)": (lambda t: t[0].softmax(-1), None,
+                                        lambda p: p[0].softmax(-1), [causal]),
         "layer_norm (16,64,256)": (lambda t: F.layer_norm(t[0], (256,)), None,
                                    lambda p: __import__("torch").nn.functional.layer_norm(p[0], (256,)), [h]),
         "batched matmul (16,64,256)@(256,256)": (lambda t: t[0] @ t[1], lambda n: n[0] @ n[1],

@@ -181,22 +181,24 @@ def _program_fn(steps):
     return fn
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(programs())
-def test_random_programs_replayed_on_the_cpu_hand_back_what_their_capture_handed_back(program):
+def test_random_programs_replayed_on_the_cpu_hand_back_what_the_executors_handed_back(program):
     """Bytes, and whether each value alone owns its memory (an in-place write may reuse it), equal the
-    capture's (the executors'), for random graphs of elementwise ops, reductions and views."""
+    executors' (the eager call's), for random graphs of elementwise ops, reductions and views; the
+    replay's inputs are not the capture's, so a replay handing back captured values would fail."""
     shapes, steps, seed = program
     lt.set_device("cpu")
     rng = np.random.default_rng(seed)
     first, second = ([rng.uniform(-2, 2, size=s) for s in shapes] for _ in range(2))
-    capturing, replaying = lt.jit(_program_fn(steps)), lt.jit(_program_fn(steps))
-    capturing(*map(lt.tensor, first))  # eager
-    captured = _handed_back(capturing(*map(lt.tensor, second)))
-    for _ in range(2):  # eager, capture
-        replaying(*map(lt.tensor, first))
-    replayed = _handed_back(replaying(*map(lt.tensor, second)))
-    assert replaying.stats()["replayed"] == 1 and replayed == captured
+    fn = lt.jit(_program_fn(steps))
+    values = fn(*map(lt.tensor, second))
+    if values:
+        lt.realize(*values)
+    eager = _handed_back(values)
+    fn(*map(lt.tensor, first))  # the capture
+    replayed = _handed_back(fn(*map(lt.tensor, second)))
+    assert fn.stats()["replayed"] == 1 and replayed == eager
 
 
 def _handed_back(tensors):

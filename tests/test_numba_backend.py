@@ -191,7 +191,7 @@ def test_erf_in_float32_is_within_one_unit_on_an_even_sample_of_every_float32():
 
 
 def test_exp_in_float32_is_within_one_unit_over_the_whole_float32_range():
-    edges = [np.nan, np.inf, -np.inf, -0.0, 0.0, 88.72, 88.73, -87.3, -103.97, -104.0, -104.1, 89.0]
+    edges = [np.nan, np.inf, -np.inf, -0.0, 0.0, 88.72, 88.73, -87.3, -103.97, -104.0, -104.1, 89.0, -3e38, 3e38]
     x = np.concatenate([np.linspace(-110, 95, 4_000_001), edges, _every_kth_float32(0.0, 104.0, 128) * -1,
                         _every_kth_float32(0.0, 89.0, 128)]).astype(np.float32)
     got = _through_lanes32(exp_in_float32, x)
@@ -345,6 +345,19 @@ def test_softmax_family_is_within_a_few_units_of_the_reference(shape, data):
         else:  # g - exp(y) * sum(g): units of the larger term, which may cancel
             scale = np.abs(g).sum(axis=axis, keepdims=True) + np.abs(g)
             assert np.all(np.abs(got_g - want_g) <= 8 * eps * scale)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_causal_softmax_is_zero_above_the_diagonal_and_within_a_few_units_of_the_reference(dtype):
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((3, 2, 70, 70)) * 4).astype(dtype)
+    x[..., np.triu(np.ones((70, 70), bool), 1)] = -np.inf  # as attention's causal mask leaves scores
+    attrs = {"axis": 3, "dtype": np.dtype(dtype)}
+    got = BACKEND.launch(Node("softmax", (), attrs, x.shape, x.dtype), [x])
+    want = KERNELS["softmax"](attrs, x)
+    assert (got[..., np.triu(np.ones((70, 70), bool), 1)] == 0).all()
+    eps = np.finfo(dtype).eps
+    np.testing.assert_allclose(got, want, rtol=8 * eps, atol=8 * eps)
 
 
 def test_softmax_of_rows_holding_nan_or_only_minus_infinity_is_nan_like_the_reference():

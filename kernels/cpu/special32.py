@@ -41,7 +41,10 @@ def exp_in_float32(x):
     """exp(x) for a float32 x, computed in float32: within one unit of the reference over the whole
     float32 range (0 below -104, inf above 89, NaN for NaN). The scale 2^k is applied as two powers of
     two so that results down to the subnormals round once."""
-    xc = min(max(x, _F(-104.0)), _F(89.0))
+    # Outside [-104, 89] (and for NaN) the result is selected below; 0 stands in for x there, as the
+    # clamped value's tiny intermediates would cost a denormal assist per lane (masked attention rows
+    # are half -inf).
+    xc = x if (x >= _F(-104.0)) & (x <= _F(89.0)) else _F(0.0)
     p, k = _exp_reduced(xc, _F(0.0))
     half = k >> 1
     y = p * float_from_bits(np.int32((half + 127) << 23)) * float_from_bits(np.int32((k - half + 127) << 23))
