@@ -328,7 +328,7 @@ def _uploaded(device_name):
 
 
 def _host_value(array):
-    return Buffer(-1, "data", array.shape, array.dtype).set_host_result(array, True)
+    return Buffer.host_result(-1, "data", array, True)
 
 
 def _execute_node(step, what, operands, backend, chain):
@@ -350,7 +350,7 @@ def _execute(step, operands, stream0, chain):
     if kind == "view":
         src = operands[0]
         view = src.host[what]
-        return Buffer(src.node_id, "data", view.shape, view.dtype).set_host_result(view, False)
+        return Buffer.host_result(src.node_id, "data", view, False)
     if kind == "exchange":
         return copies.exchange(operands[0], *what.args)
     if kind == "node":

@@ -49,7 +49,7 @@ def exchange(buf, fn, label, transport, backend):
         download(buf, "collective")
     start = now()
     array = fn(buf.host)
-    result = Buffer(buf.node_id, label, array.shape, array.dtype).set_host_result(array, True)
+    result = Buffer.host_result(buf.node_id, label, array, True)
     if backend is not None:
         make_resident(result, backend, "collective-result")  # no room: it stays on the host
     if LOG.profiling:

@@ -66,7 +66,7 @@ class HostPlan:
         return (lambda *arrays: self._execute(step, arrays)), (root.id, root.op)
 
     def _execute(self, step, arrays):
-        operands = [Buffer(-1, "data", a.shape, a.dtype).set_host_result(a, False) for a in arrays]
+        operands = [Buffer.host_result(-1, "data", a, False) for a in arrays]
         return self._executor(step, operands, self._stream0).host
 
     def run(self, slots, stream0):
@@ -92,7 +92,7 @@ class HostPlan:
         for s, excl in exclusive.items():
             node_id, op = self._ids[s] or (self._source_id(s, slots), "data")
             value = arrays[s]
-            slots[s] = Buffer(node_id, op, value.shape, value.dtype).set_host_result(value, excl)
+            slots[s] = Buffer.host_result(node_id, op, value, excl)
         return True
 
     def _source_id(self, s, slots):

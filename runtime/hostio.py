@@ -71,7 +71,7 @@ def exchange(node, fn, label, transport):
 def data_node(array, exclusive):
     """A realized leaf holding `array` on the host."""
     node = Node("data", (), {}, array.shape, array.dtype)
-    node.buffer = Buffer(node.id, "data", array.shape, array.dtype).set_host_result(array, exclusive)
+    node.buffer = Buffer.host_result(node.id, "data", array, exclusive)
     return node
 
 

@@ -36,6 +36,17 @@ class Buffer:
         self.host_exclusive = False
         self.node_id, self.op, self.shape, self.dtype = node_id, op, tuple(shape), np.dtype(dtype)
 
+    @classmethod
+    def host_result(cls, node_id, op, array, exclusive):
+        """A HOST Buffer of `array`, a value computed (or given) on the host: what
+        `Buffer(node_id, op, array.shape, array.dtype).set_host_result(array, exclusive)` makes, without
+        converting a shape and dtype an ndarray already has in normal form (one per kernel run)."""
+        buf = cls.__new__(cls)
+        buf.device = buf.backend = None
+        buf.node_id, buf.op, buf.shape, buf.dtype = node_id, op, array.shape, array.dtype
+        buf.host, buf.host_exclusive, buf.state = array, bool(exclusive), HOST
+        return buf
+
     @property
     def nbytes(self):
         n = self.dtype.itemsize

@@ -22,8 +22,12 @@ recorder = None  # while lt.jit captures a call: its runtime.capture.Recorder, t
 def exclusive_result(out, args):
     """Whether a host kernel's result `out` may be written in place later: it shares memory with no
     operand."""
-    return out.flags.writeable and out.base is None and not any(
-        isinstance(a, np.ndarray) and np.may_share_memory(out, a) for a in args)
+    if out.base is not None or not out.flags.writeable:
+        return False
+    for a in args:
+        if isinstance(a, np.ndarray) and np.may_share_memory(out, a):
+            return False
+    return True
 
 
 @serialized
@@ -145,7 +149,7 @@ def fused_on_host(group, operands, backend):
     if LOG.profiling:
         LOG.kernel(group.root, backend.name, start, now() - start, label=group.label)
     node = group.root
-    return Buffer(node.id, node.op, node.shape, node.dtype).set_host_result(out, True)
+    return Buffer.host_result(node.id, node.op, out, True)
 
 
 def _run_members(group, chain):
@@ -196,7 +200,7 @@ def _run_on_host(node, operands, backend):
             copies.download(b, "host-kernel")
     args = [b.host for b in operands]
     out = backend.launch(node, args)
-    return Buffer(node.id, node.op, node.shape, node.dtype).set_host_result(out, exclusive_result(out, args))
+    return Buffer.host_result(node.id, node.op, out, exclusive_result(out, args))
 
 
 def _run_on_device(node, operands, backend, launch=None):

@@ -194,6 +194,19 @@ def test_illegal_residency_transitions_assert():
         buf.set_host_result(np.zeros(2, np.float32), True)  # not pending
 
 
+@pytest.mark.parametrize("exclusive", [True, False])
+def test_a_host_result_buffer_is_what_the_pending_to_host_transition_makes(exclusive):
+    array = np.arange(6, dtype=np.float32).reshape(2, 3)
+    made = Buffer.host_result(7, "mul", array, exclusive)
+    stepped = Buffer(7, "mul", array.shape, array.dtype).set_host_result(array, exclusive)
+    assert made.host is array and stepped.host is array
+    for field in ("device", "backend", "state", "host_exclusive", "node_id", "op", "shape", "dtype"):
+        assert getattr(made, field) == getattr(stepped, field), field
+    assert made.on_host and not made.on_device and made.host_exclusive is exclusive
+    with pytest.raises(AssertionError):
+        made.set_host_result(array, exclusive)  # not pending
+
+
 def test_offload_always_runs_every_kernel_on_the_device_with_identical_bytes(virtual, rng):
     a, b = rng.normal(size=(3, 4)), rng.normal(size=(4,))
 
