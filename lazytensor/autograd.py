@@ -165,9 +165,10 @@ def unbroadcast(g, shape):
     if g.shape == tuple(shape):
         return g
     lead = g.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1)
-    if axes:
-        g = g.sum(dim=axes, keepdim=True)
+    inner = tuple(lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1)
+    if lead or inner:
+        # summing away only the leading axes gives `shape` itself: no reshape node after the sum
+        g = g.sum(dim=tuple(range(lead)) + inner, keepdim=bool(inner))
     return g.reshape(*shape)
 
 

@@ -5,6 +5,7 @@ import math
 from . import dtypes
 from .creation import arange
 from .errors import normalize_axis
+from .grad_mode import is_grad_enabled
 from .indexing import narrow
 from .tensor import Tensor
 
@@ -38,7 +39,20 @@ def reshape(x, *shape):
                          f"({math.prod(shape)} elements)")
     if shape == x.shape:
         return x
+    source = _view_source(x, "reshape")
+    if source is not None:
+        return reshape(source, shape)
     return Tensor._from_op("reshape", (x,), {"shape": shape}, shape, x.dtype)
+
+
+def _view_source(x, op):
+    """When `x` is a pending `op` view whose result records no gradient, a handle on the value it views:
+    a view of a view is then one view of that value (no node for the middle one; the identity, none at
+    all). Views copy nothing observable (a host write to `x` copies first), so only the node count changes."""
+    node = x._node
+    if node.op != op or node.buffer is not None or (x.requires_grad and is_grad_enabled()):
+        return None
+    return Tensor(node.inputs[0])
 
 
 def permute(x, *dims):
@@ -50,6 +64,10 @@ def permute(x, *dims):
         raise ValueError(f"permute: {dims} is not a permutation of the dimensions 0..{x.ndim - 1}")
     if dims == tuple(range(x.ndim)):
         return x
+    source = _view_source(x, "permute")
+    if source is not None:
+        inner = x._node.attrs["dims"]  # x's axis i is source's axis inner[i]
+        return permute(source, *(inner[d] for d in dims))
     shape = tuple(x.shape[d] for d in dims)
     return Tensor._from_op("permute", (x,), {"dims": dims}, shape, x.dtype)
 

@@ -85,6 +85,13 @@ def test_binary_gradients_with_broadcasting(name, shapes):
     gradcheck(BINARY[name], pos(*shapes[0]), pos(*shapes[1]) + 0.1)
 
 
+def test_a_bias_gradient_is_one_sum_over_the_broadcast_leading_axes():
+    x, b = lt.ones(2, 3, 4, requires_grad=True), lt.ones(4, requires_grad=True)
+    (x * 2.0 + b).sum().backward()
+    assert b.grad._node.op == "sum" and b.grad.shape == (4,)  # no reshape node after the sum
+    np.testing.assert_array_equal(b.grad.numpy(), np.full(4, 6.0, np.float32))
+
+
 REDUCTIONS = {
     "sum": lambda x: x.sum(dim=1), "sum_all": lambda x: x.sum(), "sum_keep": lambda x: x.sum((0, 2), keepdim=True),
     "mean": lambda x: x.mean(dim=-1), "prod": lambda x: x.prod(dim=0), "var": lambda x: x.var(dim=1),

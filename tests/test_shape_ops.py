@@ -27,6 +27,48 @@ def test_permute_transpose_and_T(x):
     np.testing.assert_array_equal(t.mT.numpy(), np.swapaxes(x, -1, -2))
 
 
+def _kernels_to_realize(t):
+    before = lt.counters()["kernels"]
+    t.realize()
+    return lt.counters()["kernels"] - before
+
+
+def test_a_permute_of_a_pending_permute_runs_as_one_permute_of_its_source(x):
+    t = lt.tensor(x).permute(1, 2, 0).transpose(0, 2)
+    assert _kernels_to_realize(t) == 1
+    np.testing.assert_array_equal(t.numpy(), x.transpose(1, 2, 0).swapaxes(0, 2))
+
+
+def test_a_permute_undoing_a_pending_permute_runs_no_kernel(x):
+    for t in (lt.tensor(x).mT.mT, lt.tensor(x).permute(2, 0, 1).permute(1, 2, 0)):
+        assert _kernels_to_realize(t) == 0
+        np.testing.assert_array_equal(t.numpy(), x)
+
+
+def test_a_reshape_of_a_pending_reshape_runs_as_one_reshape(x):
+    t = lt.tensor(x).reshape(4, 6).view(8, 3)
+    assert _kernels_to_realize(t) == 1
+    np.testing.assert_array_equal(t.numpy(), x.reshape(8, 3))
+    assert _kernels_to_realize(lt.tensor(x).reshape(-1).view(2, 3, 4)) == 0
+
+
+def test_a_write_to_the_middle_view_leaves_a_view_of_it_as_it_was(x):
+    middle = lt.tensor(x).mT
+    outer = middle.mT
+    middle[0, 0, 0] = 5.0
+    np.testing.assert_array_equal(outer.numpy(), x)
+    assert middle.numpy()[0, 0, 0] == 5.0
+
+
+def test_the_gradient_through_two_permutes_reaches_their_source(x, rng):
+    w = lt.tensor(x, requires_grad=True)
+    c = rng.normal(size=(4, 3, 2)).astype(np.float32)
+    (w.permute(1, 0, 2).permute(2, 0, 1) * lt.tensor(c)).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), c.transpose(1, 2, 0).transpose(1, 0, 2))
+    with lt.no_grad():
+        assert _kernels_to_realize(w.mT.mT) == 0
+
+
 def test_expand_and_broadcast_to():
     t = lt.tensor([[1.0], [2.0]])
     assert t.expand(2, 3).tolist() == [[1, 1, 1], [2, 2, 2]]
