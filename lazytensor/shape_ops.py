@@ -55,6 +55,19 @@ def _view_source(x, op):
     return Tensor(node.inputs[0])
 
 
+def _product_factors(x):
+    """When `x` is a pending product of two matrices, one of them a pending transpose, and it records no
+    gradient: handles on its two factors. Its transpose is then the product of the factors' transposes,
+    one of which cancels: a weight's gradient `(x.T @ g).T` is computed as `g.T @ x`, in the weight's
+    own layout as PyTorch does (its consumers would copy a transposed one), with one node less."""
+    node = x._node
+    if (node.op != "matmul" or node.buffer is not None or (x.requires_grad and is_grad_enabled())
+            or any(len(f.shape) != 2 for f in node.inputs)
+            or not any(f.op == "permute" and f.buffer is None for f in node.inputs)):
+        return None
+    return Tensor(node.inputs[0]), Tensor(node.inputs[1])
+
+
 def permute(x, *dims):
     dims = _shape_arg(dims)
     if len(dims) != x.ndim:
@@ -68,6 +81,10 @@ def permute(x, *dims):
     if source is not None:
         inner = x._node.attrs["dims"]  # x's axis i is source's axis inner[i]
         return permute(source, *(inner[d] for d in dims))
+    factors = _product_factors(x) if dims == (1, 0) else None
+    if factors is not None:
+        a, b = factors  # (a @ b).T is b.T @ a.T: the product written in the transposed layout directly
+        return b.mT @ a.mT
     shape = tuple(x.shape[d] for d in dims)
     return Tensor._from_op("permute", (x,), {"dims": dims}, shape, x.dtype)
 

@@ -69,6 +69,30 @@ def test_the_gradient_through_two_permutes_reaches_their_source(x, rng):
         assert _kernels_to_realize(w.mT.mT) == 0
 
 
+def test_a_transposed_product_of_a_transpose_is_one_product_of_the_transposed_factors(rng):
+    a, b = (rng.normal(size=s).astype(np.float32) for s in ((3, 5), (3, 4)))
+    t = (lt.tensor(a).T @ lt.tensor(b)).T
+    assert _kernels_to_realize(t) == 2  # b.T and the product: a.T.T is a, and no transpose of the result
+    np.testing.assert_allclose(t.numpy(), (a.T @ b).T, rtol=1e-6)
+    u = (lt.tensor(a.T) @ lt.tensor(b)).T  # no factor is a transpose: the product, then its transpose
+    assert _kernels_to_realize(u) == 2
+    np.testing.assert_allclose(u.numpy(), (a.T @ b).T, rtol=1e-6)
+
+
+def test_a_linear_layers_weight_gradient_is_computed_in_the_weights_layout_on_the_host(rng):
+    lt.set_device("cpu")  # a layout on the host (a device's result comes down contiguous anyway)
+    layer = lt.nn.Linear(3, 4)
+    x = rng.normal(size=(2, 5, 3)).astype(np.float32)
+    layer(lt.tensor(x)).square().sum().backward()
+    w, b = layer.weight.numpy(), layer.bias.numpy()
+    g = 2 * (x @ w.T + b)
+    np.testing.assert_allclose(layer.weight.grad.numpy(), g.reshape(-1, 4).T @ x.reshape(-1, 3), rtol=1e-5)
+    assert layer.weight.grad._node.buffer.host.flags.c_contiguous  # as PyTorch's: no transposed view
+    plain = (lt.tensor(x[0]) @ lt.tensor(w.T)).T
+    plain.realize()
+    assert not plain._node.buffer.host.flags.c_contiguous  # a transpose of a plain product stays a view
+
+
 def test_expand_and_broadcast_to():
     t = lt.tensor([[1.0], [2.0]])
     assert t.expand(2, 3).tolist() == [[1, 1, 1], [2, 2, 2]]
