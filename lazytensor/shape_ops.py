@@ -45,14 +45,21 @@ def reshape(x, *shape):
     return Tensor._from_op("reshape", (x,), {"shape": shape}, shape, x.dtype)
 
 
+def _pending_without_gradient(x, op):
+    """`x`'s node when it is a pending `op` node and `x` records no gradient (a rewrite may then build
+    the same value another way), else None."""
+    node = x._node
+    if node.op != op or node.buffer is not None or (x.requires_grad and is_grad_enabled()):
+        return None
+    return node
+
+
 def _view_source(x, op):
     """When `x` is a pending `op` view whose result records no gradient, a handle on the value it views:
     a view of a view is then one view of that value (no node for the middle one; the identity, none at
     all). Views copy nothing observable (a host write to `x` copies first), so only the node count changes."""
-    node = x._node
-    if node.op != op or node.buffer is not None or (x.requires_grad and is_grad_enabled()):
-        return None
-    return Tensor(node.inputs[0])
+    node = _pending_without_gradient(x, op)
+    return None if node is None else Tensor(node.inputs[0])
 
 
 def _product_factors(x):
@@ -60,9 +67,8 @@ def _product_factors(x):
     gradient: handles on its two factors. Its transpose is then the product of the factors' transposes,
     one of which cancels: a weight's gradient `(x.T @ g).T` is computed as `g.T @ x`, in the weight's
     own layout as PyTorch does (its consumers would copy a transposed one), with one node less."""
-    node = x._node
-    if (node.op != "matmul" or node.buffer is not None or (x.requires_grad and is_grad_enabled())
-            or any(len(f.shape) != 2 for f in node.inputs)
+    node = _pending_without_gradient(x, "matmul")
+    if (node is None or any(len(f.shape) != 2 for f in node.inputs)
             or not any(f.op == "permute" and f.buffer is None for f in node.inputs)):
         return None
     return Tensor(node.inputs[0]), Tensor(node.inputs[1])

@@ -22,12 +22,8 @@ recorder = None  # while lt.jit captures a call: its runtime.capture.Recorder, t
 def exclusive_result(out, args):
     """Whether a host kernel's result `out` may be written in place later: it shares memory with no
     operand."""
-    if out.base is not None or not out.flags.writeable:
-        return False
-    for a in args:
-        if isinstance(a, np.ndarray) and np.may_share_memory(out, a):
-            return False
-    return True
+    return out.base is None and out.flags.writeable and not any(
+        isinstance(a, np.ndarray) and np.may_share_memory(out, a) for a in args)
 
 
 @serialized
