@@ -44,8 +44,12 @@ def _install_abort_hook(comm):
     previous = sys.excepthook
 
     def abort(kind, value, tb):
-        sys.stderr.write(f"lazytensor.distributed: rank {comm.rank} of {comm.size} failed; aborting every rank\n")
-        sys.stderr.write("".join(traceback.format_exception(kind, value, tb)))
+        # One write with the cause in its first line: the abort kills mpiexec's output forwarding at once,
+        # and a second write could be lost (it was, once, in CI).
+        message = str(value).splitlines()
+        summary = f"{kind.__name__}: {message[0]}" if message else kind.__name__
+        sys.stderr.write(f"lazytensor.distributed: rank {comm.rank} of {comm.size} failed ({summary}); "
+                         f"aborting every rank\n" + "".join(traceback.format_exception(kind, value, tb)))
         sys.stderr.flush()
         comm.abort(1)
         previous(kind, value, tb)

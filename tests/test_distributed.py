@@ -111,20 +111,45 @@ def test_a_failing_rank_ends_the_whole_job_within_60_seconds(tmp_path, how):
     done, seconds = _mpiexec(2, "fault", str(tmp_path), how, timeout=90)
     assert done.returncode != 0 and seconds < 60
     if how == "raises":
-        assert "rank 1 of 2 failed; aborting every rank" in done.stderr
-        assert "rank 1 fails on purpose" in done.stderr
+        assert "rank 1 of 2 failed (RuntimeError: rank 1 fails on purpose); aborting every rank" in done.stderr
 
 
 @needs_mpi
 def test_a_checkpoint_written_before_a_rank_fails_resumes_to_the_uninterrupted_bytes(tmp_path):
     failed, _ = _mpiexec(2, "fault_then_resume", str(tmp_path), "fail")
-    assert failed.returncode != 0 and "rank 1 fails after the checkpoint" in failed.stderr
+    assert failed.returncode != 0 and "(RuntimeError: rank 1 fails after the checkpoint)" in failed.stderr
     assert (tmp_path / "ck.npz").exists()
     for phase in ("resume", "straight"):
         done, _ = _mpiexec(2, "fault_then_resume", str(tmp_path), phase)
         assert done.returncode == 0, done.stderr
     resumed, straight = np.load(tmp_path / "resume0.npz"), np.load(tmp_path / "straight0.npz")
     assert all(resumed[k].tobytes() == straight[k].tobytes() for k in straight.files)
+
+
+class _CommThatRecordsAborts:
+    rank, size = 1, 2
+
+    def __init__(self):
+        self.aborted = []
+
+    def abort(self, code):
+        self.aborted.append(code)
+
+
+def test_a_failing_rank_names_its_exception_in_the_one_line_before_aborting(monkeypatch, capsys):
+    """The abort ends mpiexec's output forwarding at once: the cause must be in the first line, written
+    together with the traceback, or it can be lost (it was, once)."""
+    comm = _CommThatRecordsAborts()
+    monkeypatch.setattr(sys, "excepthook", lambda *exc: None)
+    dist._install_abort_hook(comm)
+    try:
+        raise ValueError("bad shard\nsecond line")
+    except ValueError as e:
+        sys.excepthook(type(e), e, e.__traceback__)
+    first, *rest = capsys.readouterr().err.splitlines()
+    assert first == "lazytensor.distributed: rank 1 of 2 failed (ValueError: bad shard); aborting every rank"
+    assert rest[0].startswith("Traceback") and rest[-2:] == ["ValueError: bad shard", "second line"]
+    assert comm.aborted == [1]
 
 
 def test_collectives_before_init_say_what_to_call():
