@@ -15,6 +15,22 @@ from .indexing import row
 from .tensor import Tensor
 
 
+def _scaled_gradient(grad):
+    """(gradient, 0-d factor) when `grad` is a pending product of the two in float32 or float64, as
+    clip_grad_norm_ leaves it (the update kernel then multiplies them with the same rounding, and the
+    product is computed only if something reads `.grad`); else (grad, None)."""
+    node = grad._node
+    if node.op != "mul" or node.buffer is not None or node.dtype not in _UNWIDENED:
+        return grad, None
+    for values, factor in (node.inputs, node.inputs[::-1]):
+        if factor.shape == () and values.shape == node.shape and values.dtype == factor.dtype == node.dtype:
+            return Tensor(values), Tensor(factor)
+    return grad, None
+
+
+_UNWIDENED = (dtypes.float32.np, dtypes.float64.np)  # float16/bfloat16 products are rounded to themselves
+
+
 def _host_scalar(value):
     """A 0-d float64 value on the host: it reaches a device kernel as a parameter, not as a copy."""
     return tensor(np.float64(value), dtype=dtypes.float64)
@@ -148,7 +164,10 @@ class AdamW(Optimizer):
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                grad = p.grad if self.decoupled or wd == 0 else p.grad + p * wd
+                if self.decoupled or wd == 0:
+                    grad, scale = _scaled_gradient(p.grad)
+                else:
+                    grad, scale = p.grad + p * wd, None
                 st = self.state.get(id(p))
                 if st is None:
                     st = self.state[id(p)] = {"step": 0, "exp_avg": zeros_like(p), "exp_avg_sq": zeros_like(p)}
@@ -159,6 +178,7 @@ class AdamW(Optimizer):
                 bias2 = step_scalar(("b2", b2, st["step"]), 1 - b2 ** st["step"],
                                     lambda st=st, b2=b2: 1 - b2 ** st["step"])
                 inputs = (p, grad, st["exp_avg"], st["exp_avg_sq"], lr, bias1, bias2)
+                inputs += () if scale is None else (scale,)
                 updates.append((p, st, Tensor._from_op("adamw", inputs, attrs, (3,) + p.shape, p.dtype)))
         compiled.on_replay(lambda: _advance(stepped))
         # One scheduler run for the whole step (forward, backward, updates); then (p, m, v) are views

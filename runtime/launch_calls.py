@@ -70,4 +70,4 @@ def adamw_in_place_calls(step, outs, device):
     args = [_StandArray(s, shape, dtype) for s in outs]
     args += [Stand(s) if param else _StandArray(s, sh, dt)
              for s, param, sh, dt in zip(step.ins, step.params, step.shapes, step.dtypes)]
-    return device.launch_calls(step.what, [adamw_in_place(step.what)], args, None)
+    return device.launch_calls(step.what, [adamw_in_place(step.what, step.params)], args, None)

@@ -186,21 +186,9 @@ class LaunchPlan:
         if not updates or len(updates) != len(program.replaced_slots):
             return
         first = min(updates.values())
-        hoisted, late = [], set()
-        for k in range(first, len(steps)):
-            step = steps[k]
-            checked = self._checks[k][0] if k in self._checks else None  # indices read on the host
-            grouped = self._groups[k][1] if k in self._groups else None
-            if checked in late or grouped in late:
-                return
-            if k in self._folded:
-                continue
-            if k in self._calls or step.kind == "view":
-                late.add(step.out)
-            elif any(s in late for s in step.ins):
-                return
-            else:
-                hoisted.append(k)
+        hoisted = self._hoisted(first)
+        if hoisted is None:
+            return
         self._updates, self.can_update = updates, True
         self._update_specs = [(s, k, _node(steps[k]).shape, _node(steps[k]).dtype) for s, k in updates.items()]
         self._update_bytes = {s: bucket(max(_node(steps[k]).nbytes, 1)) for s, k in updates.items()}
@@ -210,15 +198,46 @@ class LaunchPlan:
         last_read = sorted((max(ks), s) for s, ks in readers.items() if s in bound)
         self._read_slots, self._read_last = [s for _, s in last_read], [k for k, _ in last_read]
         self._update_actions = self._build_actions(first, hoisted)
-        if self._in_place_specs:
-            # When every value is written over its donor, each AdamW update of p, m, v is one launch
-            # over their blocks at the update's step, and the copies unstacking its result are not run:
-            # the old values are read last by that launch (_adamw_updates), each element before it is
-            # written, and nothing before their copies' steps reads the new values.
-            self._in_place_actions = self._build_actions(first, hoisted, in_place=True)
-        blocks = [(bucket(c.size), min(c.first, first), c.last) for c in self._chunks]
-        blocks += [(size, min(k, first), freed) for s, size, k, freed in results if s not in updates]
-        self.update_peak_bytes, _ = scratch_layout.peak_of(blocks, len(steps))
+        self.update_peak_bytes = self._update_peak(self._chunks, first, results)
+        # When every value is written over its donor, each AdamW update of p, m, v is one launch over
+        # their blocks at the update's step, and the copies unstacking its result are not run: the old
+        # values are read last by that launch (_adamw_updates), each element before it is written, and
+        # nothing before their copies' steps reads the new values. Those launches write the donors
+        # first: the updates begin at the first of them.
+        first_in_place = min([first] + [k for k, _, _, _ in self._in_place_specs])
+        hoisted = self._hoisted(first_in_place) if self._in_place_specs else None
+        if hoisted is not None:
+            self._in_place_actions = self._build_actions(first_in_place, hoisted, in_place=True)
+            self.update_peak_bytes = max(self.update_peak_bytes,
+                                         self._update_peak(self._in_place_chunks, first_in_place, results))
+
+    def _hoisted(self, first):
+        """The executors' steps from `first` on, which a replay writing over donors from `first` runs
+        before it (they may fail); None if one of them reads a value made from there on."""
+        steps, hoisted, late = self._steps, [], set()
+        for k in range(first, len(steps)):
+            step = steps[k]
+            checked = self._checks[k][0] if k in self._checks else None  # indices read on the host
+            grouped = self._groups[k][1] if k in self._groups else None
+            if checked in late or grouped in late:
+                return None
+            if k in self._folded:
+                continue
+            if k in self._calls or step.kind == "view":
+                late.add(step.out)
+            elif any(s in late for s in step.ins):
+                return None
+            else:
+                hoisted.append(k)
+        return hoisted
+
+    def _update_peak(self, chunks, first, results):
+        """The most a replay writing over donors from step `first` holds at once (its allocations from
+        there on made just before it), by the layout's model."""
+        blocks = [(bucket(c.size), min(c.first, first), c.last) for c in chunks]
+        blocks += [(size, min(k, first), freed) for s, size, k, freed in results if s not in self._updates]
+        peak, _ = scratch_layout.peak_of(blocks, len(self._steps))
+        return peak
 
     def _build_actions(self, first_update=None, hoisted=(), in_place=False):
         """The actions of a replay in order; with `first_update`, those of a replay writing the replaced

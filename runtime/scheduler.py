@@ -5,8 +5,6 @@ where they were computed. A device that cannot get memory for a kernel passes it
 """
 import threading
 
-import numpy as np
-
 from . import constants, copies, devices, fusion, parallel, policy
 from .backends.arena import OutOfDeviceMemory
 from .counters import COUNTERS
@@ -21,9 +19,10 @@ recorder = None  # while lt.jit captures a call: its runtime.capture.Recorder, t
 
 def exclusive_result(out, args):
     """Whether a host kernel's result `out` may be written in place later: it shares memory with no
-    operand."""
+    operand. An array owning its memory shares it only with itself and its views, whose base is that
+    array (NumPy points a view of a view at the owner), so identity says it without may_share_memory."""
     return out.base is None and out.flags.writeable and not any(
-        isinstance(a, np.ndarray) and np.may_share_memory(out, a) for a in args)
+        a is out or getattr(a, "base", None) is out for a in args)
 
 
 @serialized
@@ -173,9 +172,9 @@ def _run(node, chain):
 def run_node(node, operands, backend):
     """`node`'s value computed by `backend` from its operands' Buffers; None if a device cannot get the
     memory for it."""
-    start = now()
+    start = now() if LOG.profiling else None
     buf = _run_on_host(node, operands, backend) if backend.is_host else _run_on_device(node, operands, backend)
-    if buf is not None:
+    if buf is not None and start is not None:
         _record(node, backend, start)
     return buf
 

@@ -222,6 +222,29 @@ def test_adamw_step_matches_the_cpu_bytes(cuda_device, rng):
         np.testing.assert_allclose(d, c, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.parametrize("factor_on", ["host", "device"])
+def test_adamw_scaling_its_gradient_by_a_host_or_device_factor_gives_the_cpu_bytes(cuda_device, rng, factor_on):
+    """The update kernel multiplies the gradient by its 0-d factor (clip_grad_norm_'s) itself: read as a
+    kernel parameter when the factor is a host value, from its device block otherwise."""
+    p0, g, m0 = (rng.standard_normal(1000).astype(np.float32) for _ in range(3))
+
+    def program():
+        p = nn.Parameter(lt.tensor(p0))
+        opt = lt.optim.AdamW([p], lr=1e-2, weight_decay=0.1)
+        for _ in range(3):
+            factor = lt.tensor(np.float32(0.37))
+            if factor_on == "device":
+                factor = lt.tensor(np.float32(1.0)).to(lt.get_device()) * factor  # computed there
+            p.grad = lt.tensor(g) * factor
+            opt.step()
+        return p.numpy().copy(), opt.state[id(p)]["exp_avg_sq"].numpy().copy()
+    lt.set_device("cpu")
+    cpu = program()
+    cuda_device()
+    dev = program()
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(cpu, dev))
+
+
 def test_an_out_of_range_index_raises_index_error_naming_it(cuda_device):
     cuda_device()
     x = lt.zeros(5, 3)

@@ -259,6 +259,42 @@ def test_adamw_step_on_the_cpu_runs_one_kernel_per_parameter_and_no_slices():
         assert p.is_realized and (p.numpy() < before).all()
 
 
+def _clipped_adamw_steps(read_grads_before_step, steps=3):
+    lt.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4))
+    opt = optim.AdamW(model.parameters(), lr=1e-2)
+    x = lt.tensor(np.random.default_rng(0).standard_normal((32, 8)).astype(np.float32))
+    kernels = []
+    for _ in range(steps):
+        lt.reset_counters()
+        opt.zero_grad()
+        (model(x) ** 2).mean().backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 0.01)  # small: every step scales
+        if read_grads_before_step:
+            [p.grad.numpy() for p in model.parameters()]
+        opt.step()
+        kernels.append(lt.counters()["kernels"])
+    return model, [p.numpy().copy() for p in model.parameters()], kernels
+
+
+def test_adamw_after_clipping_scales_the_gradients_itself_with_the_bytes_of_the_clipped_gradients():
+    """clip_grad_norm_ leaves each .grad a pending product with its factor; AdamW's kernel multiplies
+    them itself (rounded as the product is), so the clipped gradients are computed only when read."""
+    _, read_first, kernels_read_first = _clipped_adamw_steps(True)
+    model, folded, kernels = _clipped_adamw_steps(False)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(read_first, folded))
+    assert kernels[-1] == kernels_read_first[-1] - len(folded)  # one multiply per parameter less
+    assert all(p.grad._node.op == "mul" and not p.grad.is_realized for p in model.parameters())
+
+
+def test_a_clipped_gradient_read_after_the_step_is_its_clipped_value():
+    model, _, _ = _clipped_adamw_steps(False, steps=1)
+    for p in model.parameters():
+        raw, factor = (lt.Tensor(node).numpy() for node in p.grad._node.inputs)
+        assert p.grad.numpy().tobytes() == (raw * factor).tobytes()
+        assert np.abs(p.grad.numpy()).max() < np.abs(raw).max()  # scaled down: the norm was above 0.01
+
+
 def test_clip_grad_norm_totals_the_squares_in_one_kernel_with_the_composites_value():
     rng = np.random.default_rng(2)
     params = [lt.nn.Parameter(lt.tensor(rng.standard_normal(s).astype(np.float32))) for s in ((40, 30), (30,), (7, 3))]

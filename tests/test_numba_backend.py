@@ -296,6 +296,21 @@ def test_adamw_is_bit_identical_to_the_reference(dtype, n):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_adamw_with_a_gradient_scale_is_bit_identical_to_the_reference_and_to_a_separate_multiply(dtype):
+    rng = np.random.default_rng(5)
+    n = 10_000
+    p, g, m = (rng.normal(size=(n,)).astype(dtype) for _ in range(3))
+    v = np.abs(rng.normal(size=(n,))).astype(dtype)
+    scalars = [np.array(x) for x in (3e-3, 1 - 0.9 ** 7, 1 - 0.99 ** 7)]
+    scale = np.array(0.3137, dtype)
+    attrs = {"beta1": 0.9, "beta2": 0.99, "eps": 1e-8, "weight_decay": 0.1}
+    node = Node("adamw", (), attrs, (3, n), np.dtype(dtype))
+    want = KERNELS["adamw"](attrs, p, g * scale, m, v, *scalars)
+    assert KERNELS["adamw"](attrs, p, g, m, v, *scalars, scale).tobytes() == want.tobytes()
+    assert BACKEND.launch(node, [p, g, m, v, *scalars, scale]).tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("axis", [0, 1])
 def test_scatter_add_of_repeated_and_negative_indices_is_bit_identical_to_the_reference(dtype, axis):
     rng = np.random.default_rng(axis)

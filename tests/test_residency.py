@@ -6,6 +6,7 @@ import pytest
 
 import lazytensor as lt
 from lazytensor.runtime.residency import Buffer, Residency
+from lazytensor.runtime.scheduler import exclusive_result
 
 N = 256 * 256  # float32 elements: above the CUDA table's elementwise thresholds
 
@@ -247,3 +248,18 @@ def test_a_device_that_is_not_active_gets_a_notice_and_the_value_stays_on_the_ho
     t = lt.tensor([1.0]).to("cuda:0")
     assert t.device == "cpu" and t.tolist() == [1.0]
     assert "device 'cuda' is not available" in capsys.readouterr().err
+
+
+def test_a_host_result_is_exclusive_only_when_it_owns_memory_no_operand_reaches():
+    """A later in-place write may reuse a kernel's result only when no operand shares its memory: a
+    fresh array is exclusive; an operand handed back, the owner of an operand's view, a view of an
+    operand or a read-only array are not."""
+    a = np.arange(12.0)
+    view = a[2:].reshape(2, 5)[:, 1:]
+    assert exclusive_result(a * 2, [a, view])
+    assert not exclusive_result(a, [a])            # the kernel returned its operand
+    assert not exclusive_result(a, [view])         # ... the memory under an operand's view
+    assert not exclusive_result(view.T, [a])       # ... a view (of anything)
+    frozen = a * 2
+    frozen.flags.writeable = False
+    assert not exclusive_result(frozen, [])

@@ -1,5 +1,6 @@
 """The fused AdamW update as one compiled loop: the reference's float64 formula (kernels/reference/optim.py),
-operation for operation, so the results are bit-identical to it."""
+operation for operation, so the results are bit-identical to it. The gradient is read as `g[i] * s`
+in its dtype (s = 1 without a scale: x * 1 is x, bit for bit)."""
 import math
 
 import numba as nb
@@ -7,11 +8,12 @@ import numpy as np
 
 
 @nb.njit(nogil=True, cache=True)
-def adamw_into(p, g, m, v, out, b1, b2, eps, decay, step_size, sqrt_bias2, lo, hi):
-    """out[0, i], out[1, i], out[2, i] = new p, m, v at i for lo <= i < hi (flat arrays)."""
+def adamw_into(p, g, s, m, v, out, b1, b2, eps, decay, step_size, sqrt_bias2, lo, hi):
+    """out[0, i], out[1, i], out[2, i] = new p, m, v at i for lo <= i < hi (flat arrays; `s` a scalar of
+    g's dtype)."""
     c1, c2 = 1.0 - b1, 1.0 - b2
     for i in range(lo, hi):
-        gi = np.float64(g[i])
+        gi = np.float64(g[i] * s)
         mi = b1 * np.float64(m[i]) + c1 * gi
         vi = b2 * np.float64(v[i]) + c2 * (gi * gi)
         pi = np.float64(p[i]) * decay
@@ -22,7 +24,7 @@ def adamw_into(p, g, m, v, out, b1, b2, eps, decay, step_size, sqrt_bias2, lo, h
 
 
 @nb.njit(parallel=True, nogil=True, cache=True)
-def adamw_into_in_pieces(p, g, m, v, out, b1, b2, eps, decay, step_size, sqrt_bias2, bounds):
+def adamw_into_in_pieces(p, g, s, m, v, out, b1, b2, eps, decay, step_size, sqrt_bias2, bounds):
     """adamw_into over the pieces [lo, hi) of `bounds`, side by side on numba's threads."""
     for k in nb.prange(bounds.shape[0] - 1):
-        adamw_into(p, g, m, v, out, b1, b2, eps, decay, step_size, sqrt_bias2, bounds[k], bounds[k + 1])
+        adamw_into(p, g, s, m, v, out, b1, b2, eps, decay, step_size, sqrt_bias2, bounds[k], bounds[k + 1])

@@ -5,11 +5,13 @@ from .elementwise import expression
 from .spec import KernelSpec, cached, ctype
 
 
-def _adamw_body(dtype, beta1, beta2, eps, weight_decay, stores):
+def _adamw_body(dtype, beta1, beta2, eps, weight_decay, scale, stores):
     c = ctype(dtype)
     b1, b2, eps, wd = (repr(float(v)) for v in (beta1, beta2, eps, weight_decay))
     one_b1, one_b2 = repr(1.0 - float(beta1)), repr(1.0 - float(beta2))
-    return "\n".join(["  const double g64 = (double)g[gid];",
+    # the gradient times its 0-d factor, rounded to the dtype (the bytes of a mul node)
+    gradient = {None: "g[gid]", "buffer": f"({c})(g[gid] * s[0])", "scalar": f"({c})(g[gid] * ({c})s)"}[scale]
+    return "\n".join([f"  const double g64 = (double){gradient};",
                       f"  const double m64 = {b1} * (double)m[gid] + {one_b1} * g64;",
                       f"  const double v64 = {b2} * (double)v[gid] + {one_b2} * (g64 * g64);",
                       f"  double p64 = (double)p[gid] * (1.0 - lr * {wd});",
@@ -21,24 +23,33 @@ _INPUTS = ("p", "g", "m", "v")
 _SCALARS = (("lr", "f"), ("bias1", "f"), ("bias2", "f"))
 
 
+def _inputs(dtype, scale):
+    return [(name, dtype, False) for name in _INPUTS + (("s",) if scale == "buffer" else ())]
+
+
+def _scalars(scale):
+    return _SCALARS + ((("s", "f"),) if scale == "scalar" else ())
+
+
 @cached
-def adamw(n, dtype, beta1, beta2, eps, weight_decay):
-    """Reads p, g, m, v (n each) and the runtime scalars lr, bias1, bias2; writes (p', m', v') stacked."""
-    body = _adamw_body(dtype, beta1, beta2, eps, weight_decay,
+def adamw(n, dtype, beta1, beta2, eps, weight_decay, scale=None):
+    """Reads p, g, m, v (n each) and the runtime scalars lr, bias1, bias2; writes (p', m', v') stacked.
+    `scale`: None, or where the gradient's 0-d factor s comes from ("buffer" after v, "scalar" after
+    bias2)."""
+    body = _adamw_body(dtype, beta1, beta2, eps, weight_decay, scale,
                        [("y[gid]", "p64"), (f"y[{n}LL + gid]", "m64"), (f"y[{2 * n}LL + gid]", "v64")])
-    buffers = [("y", dtype, True)] + [(name, dtype, False) for name in _INPUTS]
-    return KernelSpec("adamw", buffers, _SCALARS, n, body)
+    return KernelSpec("adamw", [("y", dtype, True)] + _inputs(dtype, scale), _scalars(scale), n, body)
 
 
 @cached
-def adamw_in_place(n, dtype, beta1, beta2, eps, weight_decay):
+def adamw_in_place(n, dtype, beta1, beta2, eps, weight_decay, scale=None):
     """The same update writing p', m', v' to three buffers of their own, which may be p, m and v
     themselves: each work item reads its elements of p, m, v before it writes them (a compiled replay
     updating the optimizer state in place, runtime/launch_plan.py). The same bytes as `adamw`."""
-    body = _adamw_body(dtype, beta1, beta2, eps, weight_decay,
+    body = _adamw_body(dtype, beta1, beta2, eps, weight_decay, scale,
                        [("yp[gid]", "p64"), ("ym[gid]", "m64"), ("yv[gid]", "v64")])
-    buffers = [(name, dtype, True) for name in ("yp", "ym", "yv")] + [(name, dtype, False) for name in _INPUTS]
-    return KernelSpec("adamw_in_place", buffers, _SCALARS, n, body, aliased=True)
+    buffers = [(name, dtype, True) for name in ("yp", "ym", "yv")] + _inputs(dtype, scale)
+    return KernelSpec("adamw_in_place", buffers, _scalars(scale), n, body, aliased=True)
 
 
 @cached

@@ -5,12 +5,16 @@ from .elementwise import ELEMENTWISE_KERNELS
 from .reduce import REDUCE_KERNELS
 
 
-def adamw(attrs, p, g, m, v, lr, bias1, bias2):
+def adamw(attrs, p, g, m, v, lr, bias1, bias2, scale=None):
     """PyTorch's AdamW step in float64, each output rounded once:
     p <- p * (1 - lr * wd); m <- b1 m + (1 - b1) g; v <- b2 v + (1 - b2) g^2;
-    p <- p - (lr / bias1) * m / (sqrt(v) / sqrt(bias2) + eps)."""
+    p <- p - (lr / bias1) * m / (sqrt(v) / sqrt(bias2) + eps).
+    With a 0-d `scale` (clip_grad_norm_'s factor), g is first `g * scale` rounded to the dtype: the
+    bytes of a `mul` node feeding the update."""
     b1, b2, eps, wd = attrs["beta1"], attrs["beta2"], attrs["eps"], attrs["weight_decay"]
     lr, bias1, bias2 = float(lr), float(bias1), float(bias2)
+    if scale is not None:
+        g = ELEMENTWISE_KERNELS["mul"]({"dtype": p.dtype}, g, scale)
     g64 = g.astype(np.float64)
     m64 = b1 * m.astype(np.float64) + (1.0 - b1) * g64
     v64 = b2 * v.astype(np.float64) + (1.0 - b2) * (g64 * g64)

@@ -317,18 +317,30 @@ def _adamw(node, operands, has_double):
         return None  # the update is defined in float64
     a = node.attrs
     n = math.prod(operands[0].shape)
-    spec = gopt.adamw(n, _dt(node.dtype), a["beta1"], a["beta2"], a["eps"], a["weight_decay"])
-    return [Launch(spec, [OUT, 0, 1, 2, 3], [("operand", k) for k in (4, 5, 6)])]
+    scale = _adamw_scale([is_param(b) for b in operands])
+    spec = gopt.adamw(n, _dt(node.dtype), a["beta1"], a["beta2"], a["eps"], a["weight_decay"], scale)
+    return [Launch(spec, [OUT, 0, 1, 2, 3] + [7] * (scale == "buffer"),
+                   [("operand", k) for k in (4, 5, 6) + (7,) * (scale == "scalar")])]
 
 
-def adamw_in_place(node):
+def _adamw_scale(params):
+    """How an AdamW kernel reads the gradient's 0-d factor (its optional operand 7, lazytensor/optim.py),
+    from which of its operands are host values (parameters): None without one, "scalar" when it is a
+    host value, else "buffer"."""
+    return None if len(params) < 8 else "scalar" if params[7] else "buffer"
+
+
+def adamw_in_place(node, params):
     """The launch of AdamW node `node` that writes p', m', v' to operands 0-2 (which may be p, m, v
-    themselves) instead of its stacked result; operands 3-6 are p, g, m, v and 7-9 lr, bias1, bias2.
-    The same bytes as `_adamw`'s result unstacked (runtime/launch_plan.py uses it)."""
+    themselves) instead of its stacked result; operands 3-6 are p, g, m, v, 7-9 lr, bias1, bias2 and 10
+    the gradient's factor where the node has one (`params`: whether each of the node's own operands is
+    a host value). The same bytes as `_adamw`'s result unstacked (runtime/launch_plan.py uses it)."""
     a = node.attrs
+    scale = _adamw_scale(params)
     spec = gopt.adamw_in_place(node.size // 3, _dt(node.dtype), a["beta1"], a["beta2"], a["eps"],
-                               a["weight_decay"])
-    return Launch(spec, range(7), [("operand", k) for k in (7, 8, 9)])
+                               a["weight_decay"], scale)
+    return Launch(spec, list(range(7)) + [10] * (scale == "buffer"),
+                  [("operand", k) for k in (7, 8, 9) + (10,) * (scale == "scalar")])
 
 
 _DEVICE_OPS = ops.with_kernel("device")

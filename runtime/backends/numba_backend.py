@@ -207,11 +207,13 @@ class NumbaBackend(HostBackend):
         return wide.astype(node.dtype).reshape(node.shape)
 
     def _adamw(self, node, args):
-        p, g, m, v, lr, bias1, bias2 = args
+        p, g, m, v, lr, bias1, bias2 = args[:7]
+        scale = args[7][()] if len(args) > 7 else g.dtype.type(1)  # a 0-d array's value in its dtype
         a = node.attrs
         lr, bias1, bias2 = float(lr), float(bias1), float(bias2)
         out = np.empty((3, p.size), node.dtype)
-        flat = [np.ascontiguousarray(t).reshape(-1) for t in (p, g, m, v)]
+        p, g, m, v = [np.ascontiguousarray(t).reshape(-1) for t in (p, g, m, v)]
+        flat = (p, g, scale, m, v)
         consts = (a["beta1"], a["beta2"], a["eps"], 1.0 - lr * a["weight_decay"], lr / bias1,
                   float(np.sqrt(bias2)))
         bounds = parallel.pieces(p.size, 8)
