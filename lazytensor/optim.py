@@ -15,6 +15,9 @@ from .indexing import row
 from .tensor import Tensor
 
 
+_UNWIDENED = (dtypes.float32.np, dtypes.float64.np)  # float16/bfloat16 products are rounded to themselves
+
+
 def _scaled_gradient(grad):
     """(gradient, 0-d factor) when `grad` is a pending product of the two in float32 or float64, as
     clip_grad_norm_ leaves it (the update kernel then multiplies them with the same rounding, and the
@@ -26,9 +29,6 @@ def _scaled_gradient(grad):
         if factor.shape == () and values.shape == node.shape and values.dtype == factor.dtype == node.dtype:
             return Tensor(values), Tensor(factor)
     return grad, None
-
-
-_UNWIDENED = (dtypes.float32.np, dtypes.float64.np)  # float16/bfloat16 products are rounded to themselves
 
 
 def _host_scalar(value):
