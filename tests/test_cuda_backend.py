@@ -226,7 +226,7 @@ def test_adamw_step_matches_the_cpu_bytes(cuda_device, rng):
 def test_adamw_scaling_its_gradient_by_a_host_or_device_factor_gives_the_cpu_bytes(cuda_device, rng, factor_on):
     """The update kernel multiplies the gradient by its 0-d factor (clip_grad_norm_'s) itself: read as a
     kernel parameter when the factor is a host value, from its device block otherwise."""
-    p0, g, m0 = (rng.standard_normal(1000).astype(np.float32) for _ in range(3))
+    p0, g = (rng.standard_normal(1000).astype(np.float32) for _ in range(2))
 
     def program():
         p = nn.Parameter(lt.tensor(p0))

@@ -271,7 +271,8 @@ def _clipped_adamw_steps(read_grads_before_step, steps=3):
         (model(x) ** 2).mean().backward()
         nn.utils.clip_grad_norm_(model.parameters(), 0.01)  # small: every step scales
         if read_grads_before_step:
-            [p.grad.numpy() for p in model.parameters()]
+            for p in model.parameters():
+                p.grad.numpy()
         opt.step()
         kernels.append(lt.counters()["kernels"])
     return model, [p.numpy().copy() for p in model.parameters()], kernels
