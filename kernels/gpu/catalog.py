@@ -80,6 +80,8 @@ def specs(has_double=True):
     if has_double:
         out += [grand.uniform(1000, "float64"), grand.normal(1000, "float32"), grand.normal(1000, "float64"),
                 gopt.adamw(1000, "float32", 0.9, 0.999, 1e-8, 0.01),
+                gopt.adamw(1000, "float32", 0.9, 0.999, 1e-8, 0.01, "buffer"),
+                gopt.adamw_in_place(1000, "float64", 0.9, 0.999, 1e-8, 0.01, "scalar"),
                 gmm.matmul((2, 3), 8, 4, 6, (96, 32), (0, 24), "float64")]
         out += [gsoftmax.along_axis(op, _SHAPE, axis, dt) for op in sorted(gsoftmax.OPS)
                 for axis, dt in ((2, "float32"), (1, "float64"))]
