@@ -205,7 +205,10 @@ class LaunchPlan:
         # nothing before their copies' steps reads the new values. Those launches write the donors
         # first: the updates begin at the first of them.
         first_in_place = min([first] + [k for k, _, _, _ in self._in_place_specs])
-        hoisted = self._hoisted(first_in_place) if self._in_place_specs else None
+        if not self._in_place_specs:
+            hoisted = None
+        elif first_in_place != first:  # else the hoisting found for `first` holds
+            hoisted = self._hoisted(first_in_place)
         if hoisted is not None:
             self._in_place_actions = self._build_actions(first_in_place, hoisted, in_place=True)
             self.update_peak_bytes = max(self.update_peak_bytes,
