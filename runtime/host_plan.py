@@ -10,9 +10,18 @@ and dtypes), and a replay is a loop over (callable, operand slots, result slot):
 same arrays in the same order, so the same bytes as the executors'. Only the values the caller gets
 back become Buffers. A replay while profiling, or with a bound value not on the host, goes through the
 executors (the caller's fallback).
+
+Steps that read only the program's constants (a causal mask's `tril(ones)`, `arange`, fills made from
+attributes) give the same values at every replay: the first replay keeps the ones later steps read, and
+later replays skip those steps (constant folding). A constant is private to its program (a value alive
+before the call is bound, not constant), so nothing can change it between replays; a folded value is
+never handed back (the caller could write it in place), and only values up to FOLD_MAX_BYTES are kept,
+so a replay holds at most a few small arrays more than the eager call between steps.
 """
 from . import scheduler
 from .residency import Buffer
+
+FOLD_MAX_BYTES = 1 << 20  # the largest value a host plan keeps between replays as a folded constant
 
 
 def supports(program):
@@ -42,6 +51,27 @@ class HostPlan:
                             for step in program.steps)
         self._inputs = [s for s in range(program.n_slots) if s not in {step.out for step in program.steps}]
         self._views = {step.out: step.ins[0] for step in program.steps if step.kind == "view"}
+        self._folded, self._constants, self._kept_all = _foldable(program, keep), {}, False
+        outs = {program.steps[k].out for k in self._folded}
+        needed = {s for k, step in enumerate(program.steps) if k not in self._folded for s in step.ins if s in outs}
+        for k in self._folded:  # the first replay keeps the folded values later steps read
+            call, ins, out, drop, kept = self._calls[k]
+            if out in needed:
+                self._calls[k] = (self._keeping(call, out), ins, out, drop, kept)
+
+    def _keeping(self, call, out):
+        def keep(*args):
+            value = self._constants[out] = call(*args)
+            return value
+        return keep
+
+    def _fold(self):
+        """From the second replay on: drop the folded steps (the values the first kept stand in)."""
+        folded = self._folded
+        self._calls = [call for k, call in enumerate(self._calls) if k not in folded]
+        self.skipped = sum(kind != "view" for kind in folded.values())
+        self.launched -= sum(kind == "prepared" for kind in folded.values())
+        self._folded = None
 
     @staticmethod
     def _through_executors(step):
@@ -79,6 +109,10 @@ class HostPlan:
                 if not buf.on_host:
                     return False
                 arrays[s] = buf.host
+        if self._kept_all and self._folded:
+            self._fold()
+        for s, value in self._constants.items():
+            arrays[s] = value
         self._stream0 = stream0
         exclusive = {}
         for call, ins, out, drop, kept in self._calls:
@@ -89,6 +123,7 @@ class HostPlan:
                 exclusive[out] = scheduler.exclusive_result(value, args)
             for s in drop:
                 arrays[s] = None
+        self._kept_all = True
         for s, excl in exclusive.items():
             node_id, op = self._ids[s] or (self._source_id(s, slots), "data")
             value = arrays[s]
@@ -99,3 +134,23 @@ class HostPlan:
         while s in self._views:
             s = self._views[s]
         return self._ids[s][0] if s in self._ids else slots[s].node_id
+
+
+def _foldable(program, keep):
+    """{step index: "view", "prepared" or "executors"} of the steps computed from constants alone: no
+    bound, dynamic or random input, a result no larger than FOLD_MAX_BYTES that is not handed back."""
+    known = {s for s, _ in program.consts}
+    folded = {}
+    for k, step in enumerate(program.steps):
+        if step.kind not in ("view", "node", "host_group") or step.stream is not None or step.out in keep:
+            continue
+        if not all(s in known for s in step.ins):
+            continue
+        if step.kind != "view":
+            node = step.what.root if step.kind == "host_group" else step.what
+            if node.nbytes > FOLD_MAX_BYTES:
+                continue
+        known.add(step.out)
+        folded[k] = ("view" if step.kind == "view" else
+                     "executors" if HostPlan._through_executors(step) else "prepared")
+    return folded

@@ -143,6 +143,43 @@ def test_a_cpu_replay_calls_every_kernel_but_the_random_ones_without_the_executo
     assert lt.counters()["prepared_kernels"] == lt.counters()["kernels"] - len(ran)
 
 
+def _causal_scores(x):
+    """Scores masked as users write it, the mask made inside the call from constants alone."""
+    t = x.shape[-1]
+    mask = lt.tril(lt.ones(t, t)) == 0
+    return (x * 2.0).masked_fill(mask, float("-inf")).softmax(-1), mask
+
+
+def test_a_cpu_replay_computes_values_made_only_from_constants_once():
+    """A causal mask built inside the call (ones, tril, compare) is the same at every replay: the first
+    CPU replay computes it, later replays reuse it and skip its three kernels, with the eager bytes."""
+    lt.set_device("cpu")
+    fn = lt.jit(lambda x: _causal_scores(x)[0])
+    xs = [lt.tensor(np.random.default_rng(i).standard_normal((2, T, T)).astype(np.float32)) for i in range(4)]
+    kernels = []
+    for x in xs:
+        lt.reset_counters()
+        out = fn(x).numpy()
+        kernels.append(lt.counters()["kernels"])
+    assert fn.stats()["replayed"] == 2
+    assert kernels[3] == kernels[2] - 3 and kernels[2] == kernels[1]
+    assert out.tobytes() == _causal_scores(xs[3])[0].numpy().tobytes()
+
+
+def test_a_value_made_from_constants_that_a_replay_hands_back_is_made_anew_each_time():
+    """A replay never hands back a value it keeps for the next one: writing into the returned mask
+    changes neither the mask the next replay returns nor the scores it computes."""
+    lt.set_device("cpu")
+    fn = lt.jit(_causal_scores)
+    x = lt.tensor(np.random.default_rng(0).standard_normal((2, T, T)).astype(np.float32))
+    expected = [t.numpy().tobytes() for t in _causal_scores(x)]
+    for _ in range(4):
+        scores, mask = fn(x)
+        assert [scores.numpy().tobytes(), mask.numpy().tobytes()] == expected
+        mask[:] = False
+    assert fn.stats()["replayed"] == 2
+
+
 def test_a_cpu_replay_hands_back_results_a_later_in_place_write_may_reuse_as_the_executors_do():
     """Each value a replay hands back says, as the executors' Buffers do, whether it alone owns its
     memory: a fresh result does, a view of another value does not."""

@@ -296,6 +296,21 @@ def test_adamw_is_bit_identical_to_the_reference(dtype, n):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_adamw_dividing_by_zero_gives_the_references_nan_and_infinity(dtype):
+    """With eps = 0 a zero second moment divides by zero: NaN for a zero first moment, a signed infinity
+    otherwise, as NumPy's division in the reference (the compiled loop checks no divisor)."""
+    p = np.ones(4, dtype)
+    g, m, v = np.zeros(4, dtype), np.array([0, 1, -1, 0], dtype) * 0.5, np.zeros(4, dtype)
+    scalars = [np.array(x) for x in (3e-3, 1 - 0.9 ** 7, 1 - 0.99 ** 7)]
+    attrs = {"beta1": 0.9, "beta2": 0.99, "eps": 0.0, "weight_decay": 0.0}
+    node = Node("adamw", (), attrs, (3, 4), np.dtype(dtype))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = KERNELS["adamw"](attrs, p, g, m, v, *scalars)
+    assert np.isnan(want[0, 0]) and np.isinf(want[0, 1])
+    assert BACKEND.launch(node, [p, g, m, v, *scalars]).tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_adamw_with_a_gradient_scale_is_bit_identical_to_the_reference_and_to_a_separate_multiply(dtype):
     rng = np.random.default_rng(5)
     n = 10_000

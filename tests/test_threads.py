@@ -9,6 +9,7 @@ import pytest
 import lazytensor as lt
 from lazytensor import nn
 from lazytensor.kernels.cpu import blas, pool
+from lazytensor.kernels.cpu import reduce as cpu_reduce
 from lazytensor.runtime import parallel
 
 threadpoolctl = pytest.importorskip("threadpoolctl")
@@ -74,6 +75,27 @@ def test_kernels_in_pieces_give_the_one_thread_bytes(threads, piece_counts, rng)
     for n in results:
         for a, b in zip(results[1], results[n]):
             assert a.tobytes() == b.tobytes()
+
+
+def test_column_sums_split_only_into_pieces_of_many_columns(threads, monkeypatch, rng):
+    """Threads summing parts of short rows ran slower than one thread summing whole rows: a sum over
+    leading axes is cut into pieces of at least COLS_PER_PIECE columns (here only the wide one is),
+    with the one-thread bytes."""
+    widths = []
+    in_pieces = cpu_reduce.sum_cols_in_pieces
+    monkeypatch.setattr(cpu_reduce, "sum_cols_in_pieces",
+                        lambda a, out, bounds: widths.append(np.diff(bounds).min()) or in_pieces(a, out, bounds))
+    xs = [rng.standard_normal((64, cols)).astype(np.float32) for cols in (512, 3000)]
+    results = {}
+    for n in (1, 2):
+        threads(n)
+        results[n] = []
+        for x in xs:
+            t = lt.tensor(x)
+            sums, _ = lt.realize(t.sum(0), t * 2.0)  # the product makes the run one that splits
+            results[n].append(sums.numpy().tobytes())
+    assert results[1] == results[2]
+    assert len(widths) == 1 and widths[0] >= cpu_reduce.COLS_PER_PIECE
 
 
 def test_pieces_cover_the_range_once_in_order(threads):
