@@ -92,7 +92,7 @@ def test_column_sums_split_only_into_pieces_of_many_columns(threads, monkeypatch
         results[n] = []
         for x in xs:
             t = lt.tensor(x)
-            sums, _ = lt.realize(t.sum(0), t * 2.0)  # the product makes the run one that splits
+            sums, _ = lt.realize(t.sum(0), t * 2.0)  # the multiply makes it a run that splits
             results[n].append(sums.numpy().tobytes())
     assert results[1] == results[2]
     assert len(widths) == 1 and widths[0] >= cpu_reduce.COLS_PER_PIECE
