@@ -67,6 +67,12 @@ class Step:
         self.shapes, self.dtypes = tuple(b.shape for b in operands), tuple(b.dtype for b in operands)
         self.host_copy = on_device and kind == "node" and scheduler.keeps_host_copy(what, operands)
 
+    @property
+    def node(self):
+        """What the step computes: a fused group's root template, else `what` (a node template; for an
+        exchange its Exchange, which has the result's nbytes)."""
+        return self.what.root if self.kind in ("device_group", "host_group") else self.what
+
 
 class Exchange:
     """What an "exchange" step runs: copies.exchange's arguments after the buffer, and the bytes of
@@ -215,8 +221,7 @@ class Program:
             step.drop = tuple(drops.get(k, ()))
             if step.out not in keep and step.out not in last:
                 step.drop += (step.out,)  # a result nobody reads (kept by the eager run only as long)
-        self.split = parallel.worth_splitting([step.what.root if step.kind in ("device_group", "host_group")
-                                               else step.what for step in steps if step.kind in KERNELS])
+        self.split = parallel.worth_splitting([step.node for step in steps if step.kind in KERNELS])
         # runtime/launch_plan.LaunchPlan, built after the first replay, or runtime/host_plan.HostPlan, built
         # at the first (False: none)
         self._plan = None

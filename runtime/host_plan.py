@@ -85,7 +85,7 @@ class HostPlan:
             return (lambda src: src[what]), None
         if step.kind == "node" and step.stream is None:
             return backend.prepared(what), (what.id, what.op)
-        root = what.root if step.kind == "host_group" else what
+        root = step.node
         if not self._through_executors(step):
             recipe, params = what.recipe, list(what.params)
 
@@ -146,10 +146,8 @@ def _foldable(program, keep):
             continue
         if not all(s in known for s in step.ins):
             continue
-        if step.kind != "view":
-            node = step.what.root if step.kind == "host_group" else step.what
-            if node.nbytes > FOLD_MAX_BYTES:
-                continue
+        if step.kind != "view" and step.node.nbytes > FOLD_MAX_BYTES:
+            continue
         known.add(step.out)
         folded[k] = ("view" if step.kind == "view" else
                      "executors" if HostPlan._through_executors(step) else "prepared")

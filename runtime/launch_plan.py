@@ -92,11 +92,11 @@ class LaunchPlan:
             s = steps[k].out
             if (s not in keep and s not in as_value and not steps[k].host_copy
                     and all(r in calls for r in readers[s])):
-                internal[s] = (scratch_layout.aligned(_node(steps[k]).nbytes), k, max(readers[s], default=k))
+                internal[s] = (scratch_layout.aligned(steps[k].node.nbytes), k, max(readers[s], default=k))
         for key, nbytes in scratch.items():
             internal[key] = (scratch_layout.aligned(nbytes), key[1], key[1])
         last = len(steps) - 1
-        results = [(step.out, bucket(max(_node(step).nbytes, 1)), k,
+        results = [(step.out, bucket(max(step.node.nbytes, 1)), k,
                     last if step.out in keep else max(readers[step.out], default=k))
                    for k, step in enumerate(steps) if step.kind != "view" and step.out not in internal]
         externals = [r[1:] for r in results]
@@ -190,8 +190,8 @@ class LaunchPlan:
         if hoisted is None:
             return
         self._updates, self.can_update = updates, True
-        self._update_specs = [(s, k, _node(steps[k]).shape, _node(steps[k]).dtype) for s, k in updates.items()]
-        self._update_bytes = {s: bucket(max(_node(steps[k]).nbytes, 1)) for s, k in updates.items()}
+        self._update_specs = [(s, k, steps[k].node.shape, steps[k].node.dtype) for s, k in updates.items()]
+        self._update_bytes = {s: bucket(max(steps[k].node.nbytes, 1)) for s, k in updates.items()}
         # Slots of bound values (only those can hold a donor: the program holds its constants), by the
         # last step that reads each: an old value may be overwritten only after its last reader.
         bound = {s for s, _ in program.bound}
@@ -271,7 +271,7 @@ class LaunchPlan:
                 if updating and s in self._updates:
                     pass  # its block: its donor's or its own, set at the first update (_begin_updates)
                 elif s not in internal:
-                    node = _node(step)
+                    node = step.node
                     allocate = (self._allocate, (s, node.id, node.op, node.shape, node.dtype, node.nbytes))
                     (early if updating and k > first_update else actions).append(allocate)
                 if k == first_update:
@@ -493,7 +493,7 @@ class LaunchPlan:
         for s, k, shape, dtype in self._update_specs:
             buf = donors.get(s)
             if buf is None:
-                node = _node(self._steps[k])
+                node = self._steps[k].node
                 self._allocate((s, node.id, node.op, shape, dtype, node.nbytes))
                 continue
             slots[s] = buf
@@ -539,7 +539,7 @@ class LaunchPlan:
         launch reads them (as the eager launch does)."""
         k, slot, size, order_key, starts_key = group
         order, starts = group_by_destination(self._slots[slot].host, size)
-        node, device = _node(self._steps[k]), self.device
+        node, device = self._steps[k].node, self.device
         device.upload_grouping(node, self._ptr_at[order_key], order)
         device.upload_grouping(node, self._ptr_at[starts_key], starts)
 
@@ -611,7 +611,3 @@ def _row_taken(step, source):
 def _launch_all(launches):
     for launch in launches:
         launch()
-
-
-def _node(step):
-    return step.what.root if step.kind in ("device_group", "host_group") else step.what
