@@ -11,7 +11,9 @@ write it, run unchanged on both frameworks. PyTorch is never imported into a laz
 reverse (both change process-wide state: thread pools, malloc). For each model, config and thread
 count, the processes alternate (lazytensor, PyTorch, lazytensor, ...) for `rounds` rounds; each
 process warms up, then times `steps` steps one by one and reports their median. The table gives the
-median of those per-process medians, the smallest, and the spread (largest - smallest) / median.
+median of those per-process medians, the smallest, and the spread (largest - smallest) / median; each
+ratio to PyTorch is that of the medians, with the range of the per-round ratios (a round's process
+against that round's PyTorch process, run the same minute: the host's slow minutes touch both).
 Prints a Markdown table (paste it into bench/RESULTS.md).
 """
 import argparse
@@ -172,7 +174,9 @@ def main():
     from harness import header
     print(header("Training step, each contender in its own process (alternating), ms/step", args.threads))
     print("median of per-process medians (smallest; spread = (largest - smallest) / median), "
-          f"{args.rounds} processes each, {args.steps} timed steps after {args.warmup} warm-up steps\n")
+          f"{args.rounds} processes each, {args.steps} timed steps after {args.warmup} warm-up steps; "
+          "ratios: of the medians (in brackets the smallest and largest ratio of one round's process to "
+          "the PyTorch process of the same round)\n")
     names = " | ".join(f"{c} ms" for c in args.contenders)
     others = [c for c in args.contenders if c != "pytorch"] if "pytorch" in args.contenders else []
     ratio = "".join(f" | {c} / PyTorch" for c in others)
@@ -197,7 +201,9 @@ def main():
                     line = f"| {model_kind} | {config} | {threads} | " + " | ".join(cells)
                     theirs = statistics.median(medians["pytorch"]) if others else None
                     for c in others:
-                        line += f" | {statistics.median(medians[c]) / theirs:.2f}x"
+                        paired = [ours / pt for ours, pt in zip(medians[c], medians["pytorch"])]
+                        line += (f" | {statistics.median(medians[c]) / theirs:.2f}x "
+                                 f"({min(paired):.2f}-{max(paired):.2f})")
                     print(line + " |", flush=True)
 
 

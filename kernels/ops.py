@@ -143,8 +143,9 @@ def _reduce(name, doc, grad="rule", dtype="attr", numba=True):
     return Op(name, "reduce", dtype, "exact", grad, doc, policy="reduce", kernels=frozenset(kernels))
 
 
-def _movement(name, doc, grad="rule", policy="copy"):
-    return Op(name, "movement", "attr", "exact", grad, doc, policy=policy, kernels=frozenset({"device"}))
+def _movement(name, doc, grad="rule", policy="copy", numba=False):
+    kernels = {"device"} | ({"numba"} if numba else set())
+    return Op(name, "movement", "attr", "exact", grad, doc, policy=policy, kernels=frozenset(kernels))
 
 
 _RECORDS = (
@@ -275,7 +276,8 @@ _RECORDS = (
     _movement("expand", "size-1 axes broadcast", policy="broadcast"),
     _movement("slice", "basic slicing"),
     _movement("pad_slice", "a slice's gradient: zeros with the piece at its place", grad="internal"),
-    _movement("place_slices", "disjoint slices' gradients placed in one zero tensor", grad="internal"),
+    _movement("place_slices", "disjoint slices' gradients placed in one zero tensor", grad="internal",
+              numba=True),
     _movement("cat", "concatenation along an axis"),
     _movement("tril", "lower triangle (zeros above the k-th diagonal)"),
     _movement("triu", "upper triangle (zeros below the k-th diagonal)"),

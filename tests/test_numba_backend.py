@@ -14,6 +14,8 @@ from hypothesis import given, settings, strategies as st
 
 import lazytensor as lt
 from lazytensor.kernels.cpu import gemm
+from lazytensor.kernels.cpu import movement as cpu_movement
+from lazytensor.kernels.cpu.common import one_piece
 from lazytensor.kernels.cpu.special import erf_for_float32, erf_scalar, exp_for_float32, float_from_bits
 from lazytensor.kernels.cpu.special32 import erf_in_float32, exp_in_float32
 from lazytensor.kernels.reference import KERNELS
@@ -338,6 +340,51 @@ def test_scatter_add_of_repeated_and_negative_indices_is_bit_identical_to_the_re
     got = BACKEND.launch(node, [g, index])
     want = KERNELS["scatter_take"](node.attrs, g, index)
     assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+
+
+def _halves(n, work_per_item):
+    return np.array([0, n // 2, n], np.int64) if n >= 2 else None
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(1, 9), min_size=1, max_size=4), st.data())
+def test_place_slices_is_bit_identical_to_the_reference_whole_and_in_pieces(shape, data):
+    """Disjoint pieces along one axis (transposed ones too, a gap left to zeros or not), copied by
+    NumPy on one thread or by numba's threads in halves of the leading axis."""
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    shape[axis] += 2
+    cuts = sorted(data.draw(st.sets(st.integers(1, shape[axis] - 1), min_size=1, max_size=3)))
+    bounds = [0] + cuts + [shape[axis]]
+    segments = list(zip(bounds[:-1], bounds[1:]))
+    if data.draw(st.booleans()):
+        del segments[data.draw(st.integers(0, len(segments) - 1))]  # a gap: zeros there
+    dtype = data.draw(st.sampled_from([np.float32, np.float64]))
+    rng = np.random.default_rng(len(shape) + axis + len(segments))
+    slices, pieces = [], []
+    for lo, hi in segments:
+        where = [(0, n, 1) for n in shape]
+        where[axis] = (lo, hi, 1)
+        piece_shape = tuple(hi - lo if d == axis else n for d, n in enumerate(shape))
+        values = rng.standard_normal(piece_shape).astype(dtype)
+        values.reshape(-1)[0] = -0.0
+        if len(shape) == 3 and data.draw(st.booleans()):  # laid out as a transpose of the last two axes
+            values = np.ascontiguousarray(values.transpose(0, 2, 1)).transpose(0, 2, 1)
+        slices.append(tuple(where))
+        pieces.append(values)
+    attrs = {"shape": tuple(shape), "slices": tuple(slices), "dtype": np.dtype(dtype)}
+    want = KERNELS["place_slices"](attrs, *pieces)
+    for cut in (one_piece, _halves):
+        got = cpu_movement.place_slices(tuple(shape), np.dtype(dtype), tuple(slices), pieces, cut)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert got.tobytes() == want.tobytes()
+
+
+def test_the_chain_places_slices_with_numba_from_min_elements():
+    small = Node("place_slices", (), {}, (4, 8), np.dtype(np.float32))
+    large = Node("place_slices", (), {}, (MIN_ELEMENTS, 2), np.dtype(np.float32))
+    assert not BACKEND.accepts(small, [_Buf(np.zeros((4, 8), np.float32))])
+    assert BACKEND.accepts(large, [_Buf(np.zeros((MIN_ELEMENTS, 2), np.float32))])
+    assert not BACKEND.accepts(large, [_Buf(np.zeros((MIN_ELEMENTS, 2), np.float64))])
 
 
 def test_scatter_add_out_of_range_raises_index_error():

@@ -98,6 +98,24 @@ def test_column_sums_split_only_into_pieces_of_many_columns(threads, monkeypatch
     assert len(widths) == 1 and widths[0] >= cpu_reduce.COLS_PER_PIECE
 
 
+def test_the_gradient_of_a_q_k_v_split_is_placed_in_pieces_with_the_one_thread_bytes(threads, piece_counts, rng):
+    """Attention written by hand: q, k and v split from one projection, k's gradient transposed. The
+    pieces are placed by numba's threads, giving the bytes one thread gives."""
+    x = rng.standard_normal((8, 64, 96)).astype(np.float32)
+    results = {}
+    for n in (1, 2):
+        threads(n)
+        qkv = lt.tensor(x, requires_grad=True)
+        q, k, v = qkv.split(32, dim=2)
+        ((q @ k.transpose(-2, -1)).softmax(-1) @ v).sum().backward()
+        piece_counts.clear()
+        with lt.profile() as p:
+            results[n] = qkv.grad.numpy().tobytes()
+        assert [k.backend for k in p.kernels if k.op == "place_slices"] == ["numba"]
+        assert max(piece_counts) == n
+    assert results[1] == results[2]
+
+
 def test_pieces_cover_the_range_once_in_order(threads):
     with parallel.kernels_session((), worth=True):
         for n, work in ((1 << 20, 1), (5, 1 << 20), (7, 1024)):

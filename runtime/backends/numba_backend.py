@@ -13,7 +13,8 @@ NumPy), erf (may differ from the reference in the last unit: libm's exp vs NumPy
 values erf_in_float32, computed in float32 eight lanes wide: within one unit), softmax/log_softmax and their gradients along any axis (one
 kernel each, within a few units of the reference: exp and log; the gradient of softmax is
 bit-identical), layer_norm and its gradient (bit-identical) and the scatter-add of
-index_select/embedding gradients (bit-identical: index order, float64); at any size the AdamW update
+index_select/embedding gradients (bit-identical: index order, float64), place_slices (the
+gradient of a split or q/k/v: a copy, in pieces of the leading axis); at any size the AdamW update
 and clip_grad_norm_'s sum of squares (bit-identical) and fused elementwise groups (runtime/fusion.py);
 from MIN_ELEMENTS the random fills (the reference's transforms over compiled Philox words: the same bits);
 everything else goes on down the chain to the NumPy backend.
@@ -27,6 +28,7 @@ from ...kernels.cpu import fused as cpu_fused
 from ...kernels.cpu import gemm
 from ...kernels.cpu import index as cpu_index
 from ...kernels.cpu import layer_norm as cpu_layer_norm
+from ...kernels.cpu import movement as cpu_movement
 from ...kernels.cpu import optim as cpu_optim
 from ...kernels.cpu import philox as cpu_philox
 from ...kernels.cpu import reduce as cpu_reduce
@@ -128,6 +130,9 @@ class NumbaBackend(HostBackend):
             return node.dtype in _FLOATS and all(b.dtype in _FLOATS for b in operands)
         if node.op == "sum_of_squares":
             return node.dtype in _FLOATS and all(b.dtype == node.dtype for b in operands)
+        if node.op == "place_slices":
+            return (node.dtype in _FLOATS and node.size >= MIN_ELEMENTS
+                    and all(b.dtype == node.dtype for b in operands))
         if node.op == "scatter_take":
             g, index = operands
             return (node.dtype in _FLOATS and g.dtype == node.dtype and index.dtype.kind == "i"
@@ -165,6 +170,8 @@ class NumbaBackend(HostBackend):
             return cpu_reduce.sum_of_squares(args, node.dtype)
         if node.op == "scatter_take":
             return self._scatter_take(node, *args)
+        if node.op == "place_slices":
+            return cpu_movement.place_slices(node.shape, node.dtype, node.attrs["slices"], args, parallel.pieces)
         if node.op in _LAYER_NORM:
             return cpu_layer_norm.run(node.op, node.attrs["axes"], node.attrs["eps"], args, node.dtype,
                                       parallel.pieces)
