@@ -115,7 +115,7 @@ def test_the_gradient_of_a_q_k_v_split_is_placed_in_pieces_with_the_one_thread_b
         ((q @ k.transpose(-2, -1)).softmax(-1) @ v).sum().backward()
         with lt.profile() as p:
             results[n] = qkv.grad.numpy().tobytes()
-        assert [k.backend for k in p.kernels if k.op == "place_slices"] == ["numba"]
+        assert [r.backend for r in p.kernels if r.op == "place_slices"] == ["numba"]
     assert cuts == [2]  # two threads only
     assert results[1] == results[2]
 

@@ -1,8 +1,8 @@
 """place_slices on the host: disjoint pieces (the gradients of a split or of q/k/v) copied into one array.
 A large piece laid out transposed (k's gradient in hand-written attention) is copied in tiles by numba's
-threads, each a part of the leading axis; NumPy copies the rest on this thread (its copy of rows was as
-fast as ours, split or not). The values are the reference's: a copy rounds nothing, and zeros are
-written only where no piece lands."""
+threads, each a part of the leading axis; NumPy copies the rest on this thread (copying rows, it was as
+fast in a training step as our loop split in two). The values are the reference's: a copy rounds
+nothing, and zeros are written only where no piece lands."""
 import math
 
 import numba as nb
