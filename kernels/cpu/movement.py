@@ -9,11 +9,11 @@ import numba as nb
 import numpy as np
 
 _TILE = 32  # a transposed piece is copied in square tiles of this side, read and written within cache
-# A copied element is a quarter of the work of a computed one: a transposed piece is cut for threads
-# only from 4 * 2 * MIN_PIECE elements (runtime/parallel.py); smaller ones, in a training step's warm
-# cache, copied faster whole by NumPy than split (2-vCPU Zen 3: (16, 64, 64) float32 pieces 0.14 ms
-# for three whole, 0.22-0.29 split).
-_WORK_PER_ELEMENT = 0.25
+# Elements copied per element of work (a computed one's): a transposed piece is cut for threads only
+# from 4 * 2 * MIN_PIECE elements (runtime/parallel.py); smaller ones, in a training step's warm cache,
+# copied faster whole by NumPy than split (2-vCPU Zen 3: (16, 64, 64) float32 pieces 0.14 ms for three
+# whole, 0.22-0.29 split).
+_COPIES_PER_WORK = 4
 
 
 @nb.njit(nogil=True, cache=True)
@@ -48,7 +48,7 @@ def place_slices(shape, dtype, slices, pieces, cut):
         dst = out[tuple(slice(*s) for s in where)]
         bounds = None
         if piece.ndim == 3 and piece.size and piece.strides[2] > piece.strides[1]:
-            bounds = cut(piece.shape[0], int(piece.size // piece.shape[0] * _WORK_PER_ELEMENT))
+            bounds = cut(piece.shape[0], piece.size // piece.shape[0] // _COPIES_PER_WORK)
         if bounds is None:
             dst[...] = piece
         else:

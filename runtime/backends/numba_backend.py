@@ -15,8 +15,8 @@ kernel each, within a few units of the reference: exp and log; the gradient of s
 bit-identical), layer_norm and its gradient (bit-identical) and the scatter-add of
 index_select/embedding gradients (bit-identical: index order, float64), place_slices (the
 gradient of a split or q/k/v: copies, a large transposed piece in tiles on several threads); at any
-size the AdamW update and clip_grad_norm_'s sum of squares (bit-identical) and fused elementwise groups (runtime/fusion.py);
-from MIN_ELEMENTS the random fills (the reference's transforms over compiled Philox words: the same bits);
+size the AdamW update and clip_grad_norm_'s sum of squares (bit-identical) and fused elementwise
+groups (runtime/fusion.py); from MIN_ELEMENTS the random fills (the reference's transforms over compiled Philox words: the same bits);
 everything else goes on down the chain to the NumPy backend.
 """
 import math
