@@ -150,7 +150,7 @@ def backward(tensor, gradient=None, retain_graph=None, create_graph=False):
             for parent, pg in zip(fn.parents, VJP[fn.op](inputs, out, fn.attrs, g)):
                 if pg is None or not parent.requires_grad:
                     continue
-                if pg.dtype != parent.dtype:
+                if pg._node.dtype != parent._node.dtype:
                     pg = pg.to(parent.dtype)
                 key = id(parent)
                 grads[key] = pg if key not in grads else _accumulate(grads[key], pg, create_graph)

@@ -48,7 +48,7 @@ class GradFn:
     def __init__(self, op, parents, attrs, out_node):
         self.op = op
         self.parents = parents
-        self.saved = tuple(p._node for p in parents)  # the values as they were, even after host writes
+        self.saved = tuple([p._node for p in parents])  # the values as they were, even after host writes
         self.attrs = attrs
         self.out = out_node
 
@@ -58,8 +58,14 @@ class GradFn:
 
 def record(out, op, inputs, attrs):
     """Attach a GradFn to `out` if gradients are on, any input requires them and the op has a rule."""
-    if _state["enabled"] and any(t.requires_grad for t in inputs):
-        if OPS[op].grad != "rule":
-            return  # not differentiable (comparisons, argmax, integer outputs): the result is a constant
-        out.requires_grad = True
-        out._grad_fn = GradFn(op, tuple(inputs), attrs, out._node)
+    if not _state["enabled"]:
+        return
+    for t in inputs:  # a loop, not any(generator): every op of a step passes here
+        if t.requires_grad:
+            break
+    else:
+        return
+    if OPS[op].grad != "rule":
+        return  # not differentiable (comparisons, argmax, integer outputs): the result is a constant
+    out.requires_grad = True
+    out._grad_fn = GradFn(op, tuple(inputs), attrs, out._node)

@@ -1,4 +1,6 @@
 """Subscripts and index-driven ops: t[...] reads and writes, narrow, index_select, gather, masked_fill, tril."""
+import operator
+
 import numpy as np
 
 from . import dtypes
@@ -203,13 +205,19 @@ def narrow(x, dim, start, length):
     """The sub-tensor of `length` entries from `start` along `dim` (lazy, no copy)."""
     d = normalize_axis("narrow", dim, x.ndim)
     n = x.shape[d]
+    try:
+        start, length = operator.index(start), operator.index(length)
+    except TypeError:
+        raise TypeError(f"narrow: start and length must be integers, got {start!r} and {length!r}") from None
     if start < 0:
         start += n
     if not (0 <= start <= n and 0 <= length and start + length <= n):
         raise IndexError(f"narrow: start {start} and length {length} do not fit dimension {d} of size {n}")
-    key = [slice(None)] * x.ndim
-    key[d] = slice(start, start + length)
-    return getitem(x, tuple(key))
+    if start == 0 and length == n:
+        return x
+    # the node x[..., start:start + length, ...] builds, without parsing a key (split makes one per piece)
+    slices = tuple((start, start + length, 1) if i == d else (0, m, 1) for i, m in enumerate(x.shape))
+    return Tensor._from_op("slice", (x,), {"slices": slices}, x.shape[:d] + (length,) + x.shape[d + 1:], x.dtype)
 
 
 def embedding_rows(weight, index):

@@ -1,5 +1,6 @@
 """Shape ops: reshape, permute/transpose, expand, squeeze/unsqueeze, flatten, cat/stack, split/chunk,
 flip/roll, repeat/tile, unbind."""
+import functools
 import math
 
 from . import dtypes
@@ -23,26 +24,32 @@ def _shape_arg(shape):
 
 def reshape(x, *shape):
     """The same elements in row-major order, in a new shape; one size may be -1."""
-    shape = _shape_arg(shape)
-    if shape.count(-1) > 1:
-        raise ValueError(f"reshape: only one dimension can be -1, got {shape}")
-    if any(s < -1 for s in shape):
-        raise ValueError(f"reshape: invalid size in {shape}")
-    n = x.numel()
-    if -1 in shape:
-        known = math.prod(s for s in shape if s != -1)
-        if known == 0 or n % known:
-            raise ValueError(f"reshape: cannot reshape tensor of shape {x.shape} ({n} elements) into {shape}")
-        shape = tuple(n // known if s == -1 else s for s in shape)
-    if math.prod(shape) != n:
-        raise ValueError(f"reshape: cannot reshape tensor of shape {x.shape} ({n} elements) into {shape} "
-                         f"({math.prod(shape)} elements)")
+    shape = _new_shape(_shape_arg(shape), x.shape)
     if shape == x.shape:
         return x
     source = _view_source(x, "reshape")
     if source is not None:
         return reshape(source, shape)
     return Tensor._from_op("reshape", (x,), {"shape": shape}, shape, x.dtype)
+
+
+@functools.lru_cache(maxsize=512)  # a step reshapes between a few shapes, over and over
+def _new_shape(shape, old):
+    """`shape` (ints, one may be -1) for the elements of shape `old`; an error naming the sizes otherwise."""
+    if shape.count(-1) > 1:
+        raise ValueError(f"reshape: only one dimension can be -1, got {shape}")
+    if any(s < -1 for s in shape):
+        raise ValueError(f"reshape: invalid size in {shape}")
+    n = math.prod(old)
+    if -1 in shape:
+        known = math.prod(s for s in shape if s != -1)
+        if known == 0 or n % known:
+            raise ValueError(f"reshape: cannot reshape tensor of shape {old} ({n} elements) into {shape}")
+        shape = tuple(n // known if s == -1 else s for s in shape)
+    if math.prod(shape) != n:
+        raise ValueError(f"reshape: cannot reshape tensor of shape {old} ({n} elements) into {shape} "
+                         f"({math.prod(shape)} elements)")
+    return shape
 
 
 def _pending_without_gradient(x, op):
@@ -75,36 +82,55 @@ def _product_factors(x):
 
 
 def permute(x, *dims):
-    dims = _shape_arg(dims)
-    if len(dims) != x.ndim:
-        raise ValueError(f"permute: got {len(dims)} dims {dims} for a tensor of dimension {x.ndim}")
-    dims = tuple(normalize_axis("permute", d, x.ndim) for d in dims)
-    if sorted(dims) != list(range(x.ndim)):
-        raise ValueError(f"permute: {dims} is not a permutation of the dimensions 0..{x.ndim - 1}")
-    if dims == tuple(range(x.ndim)):
+    return _permuted(x, _permutation(_shape_arg(dims), x.ndim))
+
+
+@functools.lru_cache(maxsize=512)  # a step permutes with a few orders, over and over
+def _permutation(dims, ndim):
+    """`dims` (ints) as a permutation of range(ndim), negative dims counted from the end; an error naming
+    what is wrong otherwise."""
+    if len(dims) != ndim:
+        raise ValueError(f"permute: got {len(dims)} dims {dims} for a tensor of dimension {ndim}")
+    dims = tuple(normalize_axis("permute", d, ndim) for d in dims)
+    if sorted(dims) != list(range(ndim)):
+        raise ValueError(f"permute: {dims} is not a permutation of the dimensions 0..{ndim - 1}")
+    return dims
+
+
+def _permuted(x, dims):
+    """`x` permuted by `dims`, a checked permutation of its dims."""
+    if dims == tuple(range(len(dims))):
         return x
     source = _view_source(x, "permute")
     if source is not None:
         inner = x._node.attrs["dims"]  # x's axis i is source's axis inner[i]
-        return permute(source, *(inner[d] for d in dims))
+        return _permuted(source, tuple(inner[d] for d in dims))
     factors = _product_factors(x) if dims == (1, 0) else None
     if factors is not None:
         a, b = factors  # (a @ b).T is b.T @ a.T: the product written in the transposed layout directly
         return b.mT @ a.mT
-    shape = tuple(x.shape[d] for d in dims)
-    return Tensor._from_op("permute", (x,), {"dims": dims}, shape, x.dtype)
+    shape = x.shape
+    return Tensor._from_op("permute", (x,), {"dims": dims}, tuple(shape[d] for d in dims), x.dtype)
 
 
 def transpose(x, dim0=None, dim1=None):
     """Swap two dims; with none given, reverse all dims (NumPy's transpose)."""
     if dim0 is None and dim1 is None:
-        return permute(x, *reversed(range(x.ndim)))
+        return _permuted(x, tuple(reversed(range(x.ndim))))
     if dim0 is None or dim1 is None:
         raise TypeError("transpose: pass two dims (or none to reverse all)")
-    dims = list(range(x.ndim))
-    a, b = normalize_axis("transpose", dim0, x.ndim), normalize_axis("transpose", dim1, x.ndim)
+    if type(dim0) is int and type(dim1) is int:
+        return _permuted(x, _swapped(dim0, dim1, x.ndim))
+    return _permuted(x, _swapped.__wrapped__(dim0, dim1, x.ndim))  # a dim that is a tensor: not a cache key
+
+
+@functools.lru_cache(maxsize=512)
+def _swapped(dim0, dim1, ndim):
+    """range(ndim) with dims `dim0` and `dim1` swapped (each may count from the end)."""
+    dims = list(range(ndim))
+    a, b = normalize_axis("transpose", dim0, ndim), normalize_axis("transpose", dim1, ndim)
     dims[a], dims[b] = dims[b], dims[a]
-    return permute(x, *dims)
+    return tuple(dims)
 
 
 def matrix_transpose(x):

@@ -5,8 +5,6 @@ has no other consumer in this realization, and it is not one of the values asked
 one consumer become kernel parameters. A group is a tree: its root is materialized, its members stay
 pending (a member read later is recomputed from its inputs, which it keeps).
 """
-import collections
-
 import numpy as np
 
 from ..kernels.cpu.fused import OPS as FUSABLE_OPS
@@ -41,19 +39,19 @@ def plan(order, roots, lone_from=None):
     at least that many elements with nothing to fuse is a group of its own: a generated kernel can be
     cut in pieces for several threads, NumPy's ufunc cannot."""
     in_batch = set(order)
-    consumers = collections.Counter()
+    consumers = {}  # a plain dict read with get: every realized input would call a Counter's __missing__
     for node in order:
         for inp in node.inputs:
             if inp in in_batch:
-                consumers[inp] += 1
+                consumers[inp] = consumers.get(inp, 0) + 1
     wanted = set(roots)
     absorbed, size = set(), {}
     for node in order:
-        if not _fusable(node):
+        if node.op not in FUSABLE_OPS or not _fusable(node):  # the op first: most nodes stop there, uncalled
             continue
         size[node] = 1
         for inp in node.inputs:
-            if inp in absorbed or consumers[inp] != 1 or inp in wanted or _scalar_const(inp):
+            if inp in absorbed or consumers.get(inp) != 1 or inp in wanted or _scalar_const(inp):
                 continue
             if inp in size and inp.shape == node.shape and size[node] + size[inp] <= MAX_INSTRUCTIONS:
                 absorbed.add(inp)
@@ -74,7 +72,7 @@ def _build(root, absorbed, consumers, wanted):
         node, expanded = stack.pop()
         if node in index:
             continue
-        if not expanded and _scalar_const(node) and consumers[node] == 1 and node not in wanted:
+        if not expanded and _scalar_const(node) and consumers.get(node) == 1 and node not in wanted:
             absorbed.add(node)
             index[node] = len(instrs)
             instrs.append(("param", len(params), _TYPES[node.dtype]))

@@ -148,6 +148,28 @@ def test_narrow_is_a_lazy_slice():
     assert t.narrow(1, 1, 3).tolist() == [[1, 2, 3], [6, 7, 8]]
 
 
+@pytest.mark.parametrize("dim, start, length", [(1, 1, 3), (1, -2, 2), (0, 1, 1), (1, 5, 0)])
+def test_narrow_builds_the_node_of_the_same_subscript(dim, start, length):
+    t = lt.arange(10.0).reshape(2, 5)
+    first = start + t.shape[dim] if start < 0 else start
+    key = [slice(None)] * 2
+    key[dim] = slice(first, first + length)
+    narrowed, subscript = t.narrow(dim, start, length), t[tuple(key)]
+    assert (narrowed._node.op, narrowed._node.attrs, narrowed.shape) == (
+        subscript._node.op, subscript._node.attrs, subscript.shape)
+    np.testing.assert_array_equal(narrowed.numpy(), subscript.numpy())
+
+
+def test_narrow_of_the_whole_dimension_is_the_tensor_itself():
+    t = lt.arange(10).reshape(2, 5)
+    assert t.narrow(1, 0, 5) is t
+
+
+def test_narrow_with_a_non_integer_start_is_a_type_error_naming_narrow():
+    with pytest.raises(TypeError, match="narrow: start and length must be integers, got 1.5 and 2"):
+        lt.arange(10).reshape(2, 5).narrow(1, 1.5, 2)
+
+
 def test_iterating_yields_rows():
     rows = list(lt.tensor([[1, 2], [3, 4]]))
     assert [r.tolist() for r in rows] == [[1, 2], [3, 4]]

@@ -27,6 +27,21 @@ def test_permute_transpose_and_T(x):
     np.testing.assert_array_equal(t.mT.numpy(), np.swapaxes(x, -1, -2))
 
 
+def test_a_bad_permutation_raises_on_every_call_not_only_the_first():
+    t = lt.ones(2, 3)
+    for _ in range(2):  # the checked permutations are cached; a refused one never is
+        with pytest.raises(ValueError, match=r"permute: \(0, 0\) is not a permutation of the dimensions 0..1"):
+            t.permute(0, 0)
+        with pytest.raises(lt.AxisError, match="transpose: axis 2 is out of range"):
+            t.transpose(0, 2)
+
+
+def test_transpose_takes_numpy_integers_and_integer_tensors_as_dims(x):
+    t = lt.tensor(x)
+    np.testing.assert_array_equal(t.transpose(np.int64(0), lt.tensor(2)).numpy(), np.swapaxes(x, 0, 2))
+    np.testing.assert_array_equal(t.permute(np.int64(2), 0, -2).numpy(), x.transpose(2, 0, 1))
+
+
 def _kernels_to_realize(t):
     before = lt.counters()["kernels"]
     t.realize()
