@@ -121,7 +121,7 @@ def transpose(x, dim0=None, dim1=None):
         raise TypeError("transpose: pass two dims (or none to reverse all)")
     if type(dim0) is int and type(dim1) is int:
         return _permuted(x, _swapped(dim0, dim1, x.ndim))
-    return _permuted(x, _swapped.__wrapped__(dim0, dim1, x.ndim))  # a dim that is a tensor: not a cache key
+    return _permuted(x, _swapped.__wrapped__(dim0, dim1, x.ndim))  # not plain ints (a tensor, say): no cache key
 
 
 @functools.lru_cache(maxsize=512)
