@@ -289,7 +289,7 @@ _RECORDS = (
     Op("scatter_take", "index", "attr", "exact", "rule", "take's gradient, and index_add: rows added at their "
        "indices", kernels=frozenset({"numba", "device"})),
     Op("scatter_take_along", "index", "attr", "exact", "rule", "take_along's gradient, and scatter_add",
-       kernels=frozenset({"device"})),
+       kernels=frozenset({"numba", "device"})),
     Op("scatter_index", "index", "attr", "exact", "internal", "advanced indexing's gradient"),
     Op("scatter_along", "index", "attr", "exact", "rule", "scatter: src written at the indices along an axis "
        "(the last of repeated positions wins)"),

@@ -393,6 +393,58 @@ def test_scatter_add_out_of_range_raises_index_error():
         BACKEND.launch(node, [np.ones((2, 3000), np.float32), np.array([1, 4])])
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=3), st.data())
+def test_gather_gradient_is_bit_identical_to_the_reference(shape, data):
+    """scatter_take_along (take_along's gradient, scatter_add): repeated and negative indices, an index
+    broadcast along dims of size 1, float32 and float64."""
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    dtype = data.draw(st.sampled_from([np.float32, np.float64]))
+    k = data.draw(st.integers(0, 7))
+    g_shape = tuple(k if d == axis else n for d, n in enumerate(shape))
+    index_shape = tuple(1 if d != axis and data.draw(st.booleans()) else n for d, n in enumerate(g_shape))
+    rng = np.random.default_rng(sum(shape) + k)
+    index = rng.integers(-shape[axis], shape[axis], index_shape)
+    g = (rng.standard_normal(g_shape) * 10.0 ** rng.integers(-4, 4, g_shape)).astype(dtype)
+    node = Node("scatter_take_along", (), {"axis": axis, "shape": tuple(shape)}, tuple(shape), np.dtype(dtype))
+    assert BACKEND.accepts(node, [_Buf(g), _Buf(index)])
+    got = BACKEND.launch(node, [g, index])
+    want = KERNELS["scatter_take_along"](node.attrs, g, index)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert got.tobytes() == want.tobytes()
+
+
+def test_cross_entropy_gradient_runs_its_scatter_on_numba_and_matches_the_numpy_backend(monkeypatch):
+    rng = np.random.default_rng(3)
+    logits, target = rng.standard_normal((64, 10)).astype(np.float32), rng.integers(0, 10, 64)
+
+    def grad():
+        x = lt.tensor(logits, requires_grad=True)
+        lt.nn.functional.cross_entropy(x, lt.tensor(target)).backward()
+        with lt.profile() as p:
+            value = x.grad.numpy()
+        return value, {k.backend for k in p.kernels if k.op == "scatter_take_along"}
+
+    lt.set_device("cpu")
+    got, backends = grad()
+    monkeypatch.setattr(devices, "_HOST_CHAIN", devices._HOST_CHAIN[1:])   # NumPy only
+    want, reference = grad()
+    assert backends == {"numba"} and reference == {"numpy"}
+    assert got.tobytes() == want.tobytes()
+
+
+def test_scatter_add_with_an_index_smaller_than_x_off_its_dim_stays_with_numpy():
+    g, index = np.ones((2, 3), np.float32), np.zeros((2, 3), np.int64)
+    node = Node("scatter_take_along", (), {"axis": 0, "shape": (4, 5)}, (4, 5), np.dtype(np.float32))
+    assert not BACKEND.accepts(node, [_Buf(g), _Buf(index)])
+
+
+def test_gather_gradient_out_of_range_raises_index_error():
+    node = Node("scatter_take_along", (), {"axis": 1, "shape": (2, 3)}, (2, 3), np.dtype(np.float32))
+    with pytest.raises(IndexError, match="out of range"):
+        BACKEND.launch(node, [np.ones((2, 1), np.float32), np.array([[1], [3]])])
+
+
 class _Buf:
     """The facts accepts() reads from an operand buffer."""
 

@@ -46,8 +46,13 @@ _measured = {}   # "auto" -> whether BLIS is faster, for this process
 def prefers_blis(m, k, n, dtype):
     """Whether an (m, k) @ (k, n) product of `dtype` goes to BLIS (float32, MIN_MACS <= m k n < MAX_MACS,
     and BLIS is the library chosen for this machine)."""
-    return (_blis_gemm is not None and dtype == _F32 and MIN_MACS <= m * k * n < MAX_MACS
-            and host_blas() == "blis")
+    return blis_sized(m, k, n, dtype) and host_blas() == "blis"
+
+
+def blis_sized(m, k, n, dtype):
+    """Whether an (m, k) @ (k, n) product of `dtype` is of the sizes BLIS may take (float32, MIN_MACS <=
+    m k n < MAX_MACS, the blis package installed); `host_blas` says whether it does."""
+    return _blis_gemm is not None and dtype == _F32 and MIN_MACS <= m * k * n < MAX_MACS
 
 
 def host_blas():

@@ -12,13 +12,14 @@ reference: the same folds, blocked ones included), amax/amin (bit-identical: exa
 NumPy), erf (may differ from the reference in the last unit: libm's exp vs NumPy's in float64, for float32
 values erf_in_float32, computed in float32 eight lanes wide: within one unit), softmax/log_softmax and their gradients along any axis (one
 kernel each, within a few units of the reference: exp and log; the gradient of softmax is
-bit-identical), layer_norm and its gradient (bit-identical) and the scatter-add of
-index_select/embedding gradients (bit-identical: index order, float64), place_slices (the
+bit-identical), layer_norm and its gradient (bit-identical), place_slices (the
 gradient of a split or q/k/v: copies, a large transposed piece in tiles on several threads); at any
-size the AdamW update and clip_grad_norm_'s sum of squares (bit-identical) and fused elementwise
-groups (runtime/fusion.py); from MIN_ELEMENTS the random fills (the reference's transforms over compiled Philox words: the same bits);
+size the AdamW update and clip_grad_norm_'s sum of squares (bit-identical), the scatter-adds of
+index_select/embedding and gather (take_along) gradients (bit-identical: index order, float64; NumPy's
+np.add.at costs more than a compiled call at every size) and fused elementwise groups (runtime/fusion.py); from MIN_ELEMENTS the random fills (the reference's transforms over compiled Philox words: the same bits);
 everything else goes on down the chain to the NumPy backend.
 """
+import functools
 import math
 
 import numpy as np
@@ -54,56 +55,48 @@ def _count(shape, axes):
     return n
 
 
-def _matmul_operands_fit(node, operands):
-    """Float products whose rows (a stacked activation under a rank-2 weight, or equal batches) can be
-    cut into independent pieces."""
-    a, b = operands
-    if node.dtype not in _FLOATS or a.dtype != node.dtype or b.dtype != node.dtype or node.size == 0:
-        return False
-    if len(a.shape) < 2 or len(b.shape) < 2:
-        return False
-    return len(b.shape) == 2 or tuple(a.shape[:-2]) == tuple(b.shape[:-2])
+@functools.lru_cache(maxsize=1024)  # asked for every product, in accepts and again in launch
+def _matmul_route(a_shape, b_shape, out_shape, a_dtype, b_dtype, dtype, blas_choice):
+    """How this backend computes a product of these operands (`blas_choice`: gemm.host_blas()):
+    ("blis",) whole on this thread; ("split", items, work per item, OpenBLAS address) in pieces of rows
+    under a rank-2 weight, else of the batch, when `parallel.pieces` cuts them; None: not taken."""
+    if dtype not in _FLOATS or a_dtype != dtype or b_dtype != dtype or 0 in out_shape:
+        return None
+    if len(a_shape) < 2 or len(b_shape) < 2:
+        return None
+    if len(b_shape) != 2 and a_shape[:-2] != b_shape[:-2]:
+        return None  # only a stacked activation under a rank-2 weight, or equal batches, cut in pieces
+    size = math.prod(out_shape)
+    n = out_shape[-1]
+    if len(b_shape) == 2 and blas_choice == "blis" and gemm.blis_sized(size // n, a_shape[-1], n, dtype):
+        return ("blis",)
+    library = blas.gemm_address(dtype)
+    if a_shape[-1] == 0 or library is None:
+        return None
+    if len(b_shape) == 2:
+        return ("split", size // n, a_shape[-1] * n, library)
+    per_batch = out_shape[-2] * n
+    return ("split", size // per_batch, per_batch * a_shape[-1], library)
 
 
-def _blis_matmul(node, operands):
-    """A product with a rank-2 right operand that BLIS computes faster than NumPy (kernels/cpu/gemm.py)."""
-    a, b = operands
-    return len(b.shape) == 2 and gemm.prefers_blis(node.size // b.shape[-1], a.shape[-1], b.shape[-1], node.dtype)
+def _route(node, a, b):
+    return _matmul_route(a.shape, b.shape, node.shape, a.dtype, b.dtype, node.dtype, gemm.host_blas())
 
 
-def _accepts_matmul(node, operands):
-    if not _matmul_operands_fit(node, operands):
-        return False
-    if _blis_matmul(node, operands):
-        return True
-    return (operands[0].shape[-1] > 0 and blas.gemm_address(node.dtype) is not None
-            and parallel.pieces(*_matmul_items(node, *operands)) is not None)
-
-
-def _matmul_items(node, a, b):
-    """(items, work per item) of a product cut in pieces: its rows under a rank-2 weight, else its batch."""
-    n = node.shape[-1]
-    if len(b.shape) == 2:
-        return node.size // n, a.shape[-1] * n
-    per_batch = node.shape[-2] * n
-    return node.size // per_batch, per_batch * a.shape[-1]
-
-
-def _split_matmul(node, a, b):
+def _split_matmul(route, node, a, b):
     """The product through BLIS where kernels/cpu/gemm.py prefers it (whole, on this thread), else in
     pieces of rows (or of the batch) side by side on numba's threads, each a one-thread call of NumPy's
     OpenBLAS (kernels/cpu/blas.py). The same products as the reference, possibly rounded differently
     (another library, or another blocking for a smaller piece: matmul is in the tolerance class)."""
     out = np.empty(node.shape, node.dtype)
     k = a.shape[-1]
-    if _blis_matmul(node, (a, b)):
+    if route[0] == "blis":
         gemm.matmul_into(a.reshape(-1, k), b, out.reshape(-1, out.shape[-1]))
         return out
-    items, work = _matmul_items(node, a, b)
+    _, items, work, library = route
     bounds = parallel.pieces(items, work)
     if bounds is None:  # a replay on one thread of a step captured on several
         bounds = np.array([0, items], np.int64)
-    library = blas.gemm_address(node.dtype)
     if len(b.shape) == 2:
         blas.matmul_rows(a.reshape(-1, k), b, out.reshape(-1, out.shape[-1]), bounds, library)
     else:
@@ -125,7 +118,8 @@ class NumbaBackend(HostBackend):
         if node.op in _RANDOM:
             return node.size >= MIN_ELEMENTS
         if node.op == "matmul":
-            return _accepts_matmul(node, operands)
+            route = _route(node, *operands)
+            return route is not None and (route[0] == "blis" or parallel.pieces(route[1], route[2]) is not None)
         if node.op == "adamw":
             return node.dtype in _FLOATS and all(b.dtype in _FLOATS for b in operands)
         if node.op == "sum_of_squares":
@@ -135,8 +129,13 @@ class NumbaBackend(HostBackend):
                     and all(b.dtype == node.dtype for b in operands))
         if node.op == "scatter_take":
             g, index = operands
+            return node.dtype in _FLOATS and g.dtype == node.dtype and index.dtype.kind == "i"
+        if node.op == "scatter_take_along":
+            g, index = operands
+            axis = node.attrs["axis"]
             return (node.dtype in _FLOATS and g.dtype == node.dtype and index.dtype.kind == "i"
-                    and g.nbytes // g.dtype.itemsize >= MIN_ELEMENTS)
+                    and len(g.shape) == len(node.shape) == len(index.shape)
+                    and all(d == axis or g.shape[d] == node.shape[d] for d in range(len(g.shape))))
         if node.op in _LAYER_NORM:
             return (node.dtype in _FLOATS and node.size >= MIN_ELEMENTS
                     and _count(node.shape, node.attrs["axes"]) > 0
@@ -163,13 +162,15 @@ class NumbaBackend(HostBackend):
             return KERNELS[node.op](node.attrs, lambda seed, stream, n: cpu_philox.words(seed, stream, n,
                                                                                          parallel.pieces))
         if node.op == "matmul":
-            return _split_matmul(node, *args)
+            return _split_matmul(_route(node, *args), node, *args)
         if node.op == "adamw":
             return self._adamw(node, args)
         if node.op == "sum_of_squares":
             return cpu_reduce.sum_of_squares(args, node.dtype)
         if node.op == "scatter_take":
             return self._scatter_take(node, *args)
+        if node.op == "scatter_take_along":
+            return self._scatter_take_along(node, *args)
         if node.op == "place_slices":
             return cpu_movement.place_slices(node.shape, node.dtype, node.attrs["slices"], args, parallel.pieces)
         if node.op in _LAYER_NORM:
@@ -238,6 +239,17 @@ class NumbaBackend(HostBackend):
         flat = np.ascontiguousarray(index, dtype=np.int64).reshape(-1)
         cpu_index.scatter_rows_into(acc, np.ascontiguousarray(g).reshape(pre, flat.shape[0], post), flat)
         return acc.astype(node.dtype).reshape(shape)
+
+    def _scatter_take_along(self, node, g, index):
+        axis, shape = node.attrs["axis"], node.attrs["shape"]
+        pre = math.prod(shape[:axis])
+        post = math.prod(shape[axis + 1:])
+        out = np.zeros(shape, node.dtype)
+        k = g.shape[axis]
+        index = np.broadcast_to(index, g.shape).reshape(pre, k, post)  # a copy only where it broadcast
+        cpu_index.scatter_along_into(out.reshape(pre, shape[axis], post), np.ascontiguousarray(g).reshape(pre, k, post),
+                                     index.astype(np.int64, copy=False))
+        return out
 
     def launch_fused(self, recipe, root, arrays, params):
         """Run a generated elementwise kernel (runtime/fusion.py) producing `root`'s value."""
