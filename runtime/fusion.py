@@ -1,9 +1,13 @@
 """Fusion planning: which pending elementwise nodes run inside one generated kernel.
 
 A node is absorbed into its consumer when both are fusable elementwise ops of the same shape, the node
-has no other consumer in this realization, and it is not one of the values asked for. 0-d constants with
-one consumer become kernel parameters. A group is a tree: its root is materialized, its members stay
-pending (a member read later is recomputed from its inputs, which it keeps).
+has no other consumer in this realization, and it is not one of the values asked for. A cheap node
+(`+ - *` or negation) whose consumers are all such ops is absorbed into every one of them: recomputed
+in each kernel instead of stored by a kernel of its own and loaded again (GELU's `0.5 x` and `x / sqrt 2`,
+and the linear's bias added before it, are read by its forward and by its gradient), as long as
+what it reads at full size is at most one array, so the kernels load no more than before. 0-d
+constants with one consumer become kernel parameters. A group is a tree: its root is materialized, its
+members stay pending (a member read later is recomputed from its inputs, which it keeps).
 """
 import numpy as np
 
@@ -40,27 +44,71 @@ def plan(order, roots, lone_from=None):
     cut in pieces for several threads, NumPy's ufunc cannot."""
     in_batch = set(order)
     consumers = {}  # a plain dict read with get: every realized input would call a Counter's __missing__
+    fusing = {}     # of those, the consumers that are fusable and of the input's shape
+    fusable = set()
     for node in order:
+        joins = node.op in FUSABLE_OPS and _fusable(node)  # the op first: most nodes stop there, uncalled
+        if joins:
+            fusable.add(node)
         for inp in node.inputs:
             if inp in in_batch:
                 consumers[inp] = consumers.get(inp, 0) + 1
+                if joins and inp.shape == node.shape:
+                    fusing[inp] = fusing.get(inp, 0) + 1
     wanted = set(roots)
-    absorbed, size = set(), {}
+    shared = _recomputed(order, consumers, fusing, fusable, wanted)
+    absorbed, size, spilled = set(), {}, set()
     for node in order:
-        if node.op not in FUSABLE_OPS or not _fusable(node):  # the op first: most nodes stop there, uncalled
+        if node not in fusable:
             continue
         size[node] = 1
-        for inp in node.inputs:
+        for k, inp in enumerate(node.inputs):
+            if inp in shared:
+                if inp in node.inputs[:k]:
+                    continue  # x * x: counted once
+                if size[node] + size[inp] <= MAX_INSTRUCTIONS:
+                    absorbed.add(inp)
+                    size[node] += size[inp]
+                else:
+                    spilled.add(inp)
+                continue
             if inp in absorbed or consumers.get(inp) != 1 or inp in wanted or _scalar_const(inp):
                 continue
-            if inp in size and inp.shape == node.shape and size[node] + size[inp] <= MAX_INSTRUCTIONS:
+            # a shared node absorbs only shared ones: what each kernel recomputes stays cheap
+            if (inp in size and inp.shape == node.shape and node not in shared
+                    and size[node] + size[inp] <= MAX_INSTRUCTIONS):
                 absorbed.add(inp)
                 size[node] += size[inp]
+    absorbed -= spilled  # a consumer had no room for it: stored once, read by every consumer
     groups = {}
     for node in size:
         if node not in absorbed and (size[node] > 1 or lone_from is not None and node.size >= lone_from):
             groups[node] = _build(node, absorbed, consumers, wanted)
     return groups, {id(n) for n in absorbed}
+
+
+_CHEAP = frozenset({"add", "sub", "mul", "neg"})  # exact arithmetic: recomputing it costs less than a load
+
+
+def _recomputed(order, consumers, fusing, fusable, wanted):
+    """The cheap nodes that every one of their (several) consumers absorbs and recomputes: fusable, not
+    asked for, all consumers fusable and of their shape, and reading at full size at most one array
+    (through other such nodes included)."""
+    shared, reads = set(), {}
+    for node in order:
+        n = consumers.get(node, 0)
+        if n < 2 or fusing.get(node) != n or node.op not in _CHEAP or node not in fusable or node in wanted:
+            continue
+        count = 0
+        for inp in node.inputs:
+            if inp in shared:
+                count += reads[inp]
+            elif inp.shape == node.shape:
+                count += 1
+        if count <= 1:
+            shared.add(node)
+            reads[node] = count
+    return shared
 
 
 def _build(root, absorbed, consumers, wanted):

@@ -196,3 +196,96 @@ def test_a_second_process_loads_fused_kernels_from_the_disk_cache(tmp_path):
     assert run() == (0, 1)  # compiled and written to the cache
     assert run() == (1, 0)  # loaded from the cache
     assert list((tmp_path / "fused").glob("k_*.py"))
+
+
+def _fused_kernels(p):
+    return [k.op for k in p.kernels if np.prod(k.shape) == np.prod(SHAPE)]
+
+
+def test_a_cheap_value_read_by_several_fused_kernels_is_recomputed_in_each_not_stored(monkeypatch):
+    monkeypatch.setenv("LAZYTENSOR_FUSE", "1")
+    x = lt.tensor(np.full(SHAPE, 2.0, np.float32))
+    shared = x * 3.0
+    a, b = shared + 1.0, shared * shared
+    with lt.profile() as p:
+        lt.realize(a, b)
+    assert sorted(_fused_kernels(p)) == ["fused(mul+add)", "fused(mul+mul)"]
+    assert not shared.is_realized
+    assert a.numpy()[0, 0] == 7.0 and b.numpy()[0, 0] == 36.0 and shared.numpy()[0, 0] == 6.0
+
+
+def test_gelu_and_its_gradient_in_one_realization_recompute_what_they_share_with_the_same_bytes(monkeypatch):
+    """The training step's case: the bias added before GELU, its 0.5 x and x / sqrt 2 are read by the
+    forward and by the gradient; each kernel recomputes them instead of loading them, and computes
+    the bytes that the kernels storing them computed."""
+    monkeypatch.setenv("LAZYTENSOR_FUSE", "1")
+    rng = np.random.default_rng(0)
+    values, bias, seed = (rng.normal(size=SHAPE).astype(np.float32), rng.normal(size=SHAPE[1]).astype(np.float32),
+                          rng.normal(size=SHAPE).astype(np.float32))
+
+    def run():
+        x = lt.tensor(values, requires_grad=True)
+        y = F.gelu(x + lt.tensor(bias))
+        (y * lt.tensor(seed)).sum().backward()
+        with lt.profile() as p:
+            lt.realize(y, x.grad)
+        return y.numpy(), x.grad.numpy(), _fused_kernels(p)
+
+    y, grad, kernels = run()
+    monkeypatch.setattr(fusion, "_CHEAP", frozenset())   # nothing recomputed: every shared value stored
+    y0, grad0, stored = run()
+    assert y.tobytes() == y0.tobytes() and grad.tobytes() == grad0.tobytes()
+    assert len(stored) - len(kernels) == 3, (stored, kernels)   # x + bias, 0.5 x, x / sqrt 2
+
+
+def test_a_cheap_value_also_read_by_another_kind_of_kernel_is_stored_once(monkeypatch):
+    monkeypatch.setenv("LAZYTENSOR_FUSE", "1")
+    x = lt.tensor(np.full(SHAPE, 2.0, np.float32))
+    shared = x * 3.0
+    a, total = shared + 1.0, shared.sum()
+    lt.realize(a, total)
+    assert shared.is_realized
+
+
+def test_a_value_read_by_several_kernels_is_stored_when_recomputing_it_would_load_more(monkeypatch):
+    """A sum of two full-size arrays (each consumer would load both), or a transcendental."""
+    monkeypatch.setenv("LAZYTENSOR_FUSE", "1")
+    x, z = lt.tensor(np.ones(SHAPE, np.float32)), lt.tensor(np.ones(SHAPE, np.float32))
+    two_arrays, costly = x + z, (x * 0.5).exp()
+    outs = [two_arrays * 2.0, two_arrays + 1.0, costly * 2.0, costly + 1.0]
+    lt.realize(*outs)
+    assert two_arrays.is_realized and costly.is_realized
+
+
+DAG_OPS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+           "neg": lambda a, b: -a, "scale": lambda a, b: a * 0.5, "shift": lambda a, b: a + 1.5,
+           "square": lambda a, b: a * a, "exp": lambda a, b: (a * 0.1).exp(), "erf": lambda a, b: a.erf(),
+           "sum": lambda a, b: a + a.sum(1, keepdim=True)}
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(sorted(DAG_OPS)), st.integers(0, 2), st.integers(0, 2)),
+                min_size=2, max_size=14), st.integers(1, 3))
+def test_recomputing_shared_values_keeps_the_bytes_of_storing_them_on_random_graphs(steps, n_roots):
+    """Values read by several consumers (fused or not, cheap or not), some asked for: the same bytes with
+    the cheap ones recomputed in each consumer as with every one of them stored, in no more kernels."""
+    rng = np.random.default_rng(len(steps))
+    inputs = [rng.normal(size=SHAPE).astype(np.float32) for _ in range(2)]
+
+    def run():
+        values = [lt.tensor(v) for v in inputs]
+        for op, i, j in steps:
+            recent = min(len(values), 3)   # operands among the last few values: most are read twice or more
+            values.append(DAG_OPS[op](values[-1 - i % recent], values[-1 - j % recent]))
+        roots = values[-n_roots:]
+        with lt.profile() as p:
+            lt.realize(*roots)
+        return [r.numpy().tobytes() for r in roots], len(p.kernels)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LAZYTENSOR_FUSE", "1")
+        got, kernels = run()
+        mp.setattr(fusion, "_CHEAP", frozenset())
+        want, stored = run()
+    assert got == want
+    assert kernels <= stored
