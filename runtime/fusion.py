@@ -87,7 +87,8 @@ def plan(order, roots, lone_from=None):
     return groups, {id(n) for n in absorbed}
 
 
-_CHEAP = frozenset({"add", "sub", "mul", "neg"})  # exact arithmetic: recomputing it costs less than a load
+# No transcendental: recomputing one of these in a kernel costs less than storing it and loading it again.
+_CHEAP = frozenset({"add", "sub", "mul", "neg"})
 
 
 def _recomputed(order, consumers, fusing, fusable, wanted):

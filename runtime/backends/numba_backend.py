@@ -16,8 +16,9 @@ bit-identical), layer_norm and its gradient (bit-identical), place_slices (the
 gradient of a split or q/k/v: copies, a large transposed piece in tiles on several threads); at any
 size the AdamW update and clip_grad_norm_'s sum of squares (bit-identical), the scatter-adds of
 index_select/embedding and gather (take_along) gradients (bit-identical: index order, float64; NumPy's
-np.add.at costs more than a compiled call at every size) and fused elementwise groups (runtime/fusion.py); from MIN_ELEMENTS the random fills (the reference's transforms over compiled Philox words: the same bits);
-everything else goes on down the chain to the NumPy backend.
+np.add.at costs more than a compiled call at every size) and fused elementwise groups
+(runtime/fusion.py); from MIN_ELEMENTS the random fills (the reference's transforms over compiled Philox
+words: the same bits); everything else goes on down the chain to the NumPy backend.
 """
 import functools
 import math
@@ -247,8 +248,8 @@ class NumbaBackend(HostBackend):
         out = np.zeros(shape, node.dtype)
         k = g.shape[axis]
         index = np.broadcast_to(index, g.shape).reshape(pre, k, post)  # a copy only where it broadcast
-        cpu_index.scatter_along_into(out.reshape(pre, shape[axis], post), np.ascontiguousarray(g).reshape(pre, k, post),
-                                     index.astype(np.int64, copy=False))
+        g = np.ascontiguousarray(g).reshape(pre, k, post)
+        cpu_index.scatter_along_into(out.reshape(pre, shape[axis], post), g, index.astype(np.int64, copy=False))
         return out
 
     def launch_fused(self, recipe, root, arrays, params):
