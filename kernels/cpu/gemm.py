@@ -43,16 +43,11 @@ CLEARLY_FASTER = 1.25
 _measured = {}   # "auto" -> whether BLIS is faster, for this process
 
 
-def prefers_blis(m, k, n, dtype):
+def prefers_blis(m, k, n, dtype, choice=None):
     """Whether an (m, k) @ (k, n) product of `dtype` goes to BLIS (float32, MIN_MACS <= m k n < MAX_MACS,
-    and BLIS is the library chosen for this machine)."""
-    return blis_sized(m, k, n, dtype) and host_blas() == "blis"
-
-
-def blis_sized(m, k, n, dtype):
-    """Whether an (m, k) @ (k, n) product of `dtype` is of the sizes BLIS may take (float32, MIN_MACS <=
-    m k n < MAX_MACS, the blis package installed); `host_blas` says whether it does."""
-    return _blis_gemm is not None and dtype == _F32 and MIN_MACS <= m * k * n < MAX_MACS
+    and BLIS is the library chosen for this machine: `choice`, a `host_blas()` answer, else asked now)."""
+    return (_blis_gemm is not None and dtype == _F32 and MIN_MACS <= m * k * n < MAX_MACS
+            and (choice if choice is not None else host_blas()) == "blis")
 
 
 def host_blas():

@@ -69,7 +69,7 @@ def _matmul_route(a_shape, b_shape, out_shape, a_dtype, b_dtype, dtype, blas_cho
         return None  # only a stacked activation under a rank-2 weight, or equal batches, cut in pieces
     size = math.prod(out_shape)
     n = out_shape[-1]
-    if len(b_shape) == 2 and blas_choice == "blis" and gemm.blis_sized(size // n, a_shape[-1], n, dtype):
+    if len(b_shape) == 2 and gemm.prefers_blis(size // n, a_shape[-1], n, dtype, blas_choice):
         return ("blis",)
     library = blas.gemm_address(dtype)
     if a_shape[-1] == 0 or library is None:
