@@ -309,6 +309,8 @@ _RECORDS = (
     # ---- optimizer ----------------------------------------------------------------------------------
     Op("adamw", "optim", "same", "exact", "internal", "one AdamW step: new parameter and moments",
        kernels=frozenset({"numba", "device"})),
+    Op("adamw_many", "optim", "same", "exact", "internal", "AdamW steps of several small parameters in "
+       "one kernel (on the CPU)", kernels=frozenset({"numba"})),
     Op("sum_of_squares", "optim", "same", "exact", "internal", "sum of every element squared "
        "(clip_grad_norm_'s total)", kernels=frozenset({"numba", "device"})),
 )

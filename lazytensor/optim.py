@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from . import compiled, dtypes, grad_mode, lr_scheduler  # noqa: F401  (lt.optim.lr_scheduler, as torch.optim's)
+from .runtime import devices
 from .runtime.hostio import host_view_node
 from .creation import tensor, zeros_like
 from .elementwise import scalar
@@ -16,6 +17,10 @@ from .tensor import Tensor
 
 
 _UNWIDENED = (dtypes.float32.np, dtypes.float64.np)  # float16/bfloat16 products are rounded to themselves
+# On the CPU, AdamW updates parameters up to this size together, one kernel for all (adamw_many): a kernel
+# of its own for each costs more in per-call overhead than its work (a bias: 64 elements). Bigger ones,
+# and every parameter on a device, keep a kernel each (runtime/launch_plan.py updates those in place).
+TOGETHER_MAX_ELEMENTS = 1 << 16
 
 
 def _scaled_gradient(grad):
@@ -150,13 +155,15 @@ class AdamW(Optimizer):
     @grad_mode.no_grad()
     def step(self):
         updates, scalars, stepped = [], {}, []
+        together = {}  # small parameters updated by one kernel: (group, step, dtype, scale) -> their entries
+        host_only = devices.chain()[0].is_host
 
         def step_scalar(key, value, follow):  # one 0-d leaf per distinct value in a step, not one per parameter
             if key not in scalars:
                 scalars[key] = _host_scalar(value)
                 compiled.dynamic(scalars[key], follow)  # lt.jit recomputes it at each replay
             return scalars[key]
-        for group in self.param_groups:
+        for index, group in enumerate(self.param_groups):
             b1, b2 = group["betas"]
             wd = group["weight_decay"]
             attrs = {"beta1": b1, "beta2": b2, "eps": group["eps"], "weight_decay": wd if self.decoupled else 0.0}
@@ -177,17 +184,32 @@ class AdamW(Optimizer):
                                     lambda st=st, b1=b1: 1 - b1 ** st["step"])
                 bias2 = step_scalar(("b2", b2, st["step"]), 1 - b2 ** st["step"],
                                     lambda st=st, b2=b2: 1 - b2 ** st["step"])
-                inputs = (p, grad, st["exp_avg"], st["exp_avg_sq"], lr, bias1, bias2)
-                inputs += () if scale is None else (scale,)
-                updates.append((p, st, Tensor._from_op("adamw", inputs, attrs, (3,) + p.shape, p.dtype)))
+                shared = (lr, bias1, bias2) + (() if scale is None else (scale,))
+                if host_only and p._node.size <= TOGETHER_MAX_ELEMENTS and p._node.dtype in _UNWIDENED:
+                    key = (index, st["step"], p._node.dtype, None if scale is None else scale._node)
+                    together.setdefault(key, (attrs, shared, []))[2].append((p, st, grad))
+                    continue
+                updates.append(([(p, st)], _update([(p, st, grad)], attrs, shared)))
+        for attrs, shared, entries in together.values():
+            updates.append(([(p, st) for p, st, _ in entries], _update(entries, attrs, shared)))
         compiled.on_replay(lambda: _advance(stepped))
         # One scheduler run for the whole step (forward, backward, updates); then (p, m, v) are views
-        # of each update's result: on the host three free views, else three slices realized together.
+        # of each update's result: on the host free views, else three slices realized together.
         # The parameter and its moments keep their tensor objects (lt.jit replays update them).
-        realize(*(packed for _, _, packed in updates))
+        realize(*(packed for _, packed in updates))
         pending = []
-        for p, st, packed in updates:
+        for members, packed in updates:
             buf = packed._node.buffer
+            if packed._node.op == "adamw_many":  # made only when every kernel runs on the host
+                start = 0
+                for p, st in members:
+                    cols = slice(start, start + p._node.size)
+                    start = cols.stop
+                    p._node = host_view_node(packed._node, (0, cols), p.shape)
+                    st["exp_avg"]._node = host_view_node(packed._node, (1, cols), p.shape)
+                    st["exp_avg_sq"]._node = host_view_node(packed._node, (2, cols), p.shape)
+                continue
+            (p, st), = members
             if buf.on_host and not buf.on_device:  # a device copy stays in use
                 p._node = host_view_node(packed._node, 0)
                 st["exp_avg"]._node = host_view_node(packed._node, 1)
@@ -198,6 +220,20 @@ class AdamW(Optimizer):
                 pending += [p, st["exp_avg"], st["exp_avg_sq"]]
         if pending:
             realize(*pending)
+
+
+def _update(entries, attrs, shared):
+    """The node updating the parameters of `entries` ((p, state, gradient) each) with the 0-d values
+    `shared` (lr, bias1, bias2[, scale]): `adamw` for one parameter, `adamw_many` for several."""
+    if len(entries) == 1:
+        (p, st, grad), = entries
+        inputs = (p, grad, st["exp_avg"], st["exp_avg_sq"]) + shared
+        return Tensor._from_op("adamw", inputs, attrs, (3,) + p.shape, p.dtype)
+    columns = [(p, grad, st["exp_avg"], st["exp_avg_sq"]) for p, st, grad in entries]
+    inputs = tuple(t for i in range(4) for t in (c[i] for c in columns)) + shared
+    total = sum(p._node.size for p, _, _ in entries)
+    p = entries[0][0]
+    return Tensor._from_op("adamw_many", inputs, {**attrs, "count": len(entries)}, (3, total), p.dtype)
 
 
 def _advance(states):

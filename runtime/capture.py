@@ -15,7 +15,7 @@ import weakref
 
 import numpy as np
 
-from . import copies, counters, devices, host_plan, launch_plan, parallel, policy, rng, scheduler
+from . import copies, counters, devices, host_plan, hostio, launch_plan, parallel, policy, rng, scheduler
 from .backends.lowering import for_indices
 from .graph import Node
 from .locking import serialized
@@ -136,9 +136,10 @@ class Recorder:
             step.stream = what.attrs["stream"] - self.start_stream
         self.steps.append(step)
 
-    def view(self, source, index, result):
-        """`result` is a host view `source.host[index]` made without a kernel (optimizers' (p, m, v))."""
-        self.steps.append(Step("view", None, index, [self.slot(source)], self._result_slot(result)))
+    def view(self, source, what, result):
+        """`result` is a host view of `source.host` made without a kernel (optimizers' (p, m, v)):
+        `what` = (index, shape), as hostio.host_view takes it."""
+        self.steps.append(Step("view", None, what, [self.slot(source)], self._result_slot(result)))
 
     def exchange(self, what, source, result):
         """`result` is copies.exchange(source, *what): a collective, repeated at each replay."""
@@ -354,8 +355,7 @@ def _execute(step, operands, stream0, chain):
     kind, backend, what = step.kind, step.backend, step.what
     if kind == "view":
         src = operands[0]
-        view = src.host[what]
-        return Buffer.host_result(src.node_id, "data", view, False)
+        return Buffer.host_result(src.node_id, "data", hostio.host_view(src.host, what), False)
     if kind == "exchange":
         return copies.exchange(operands[0], *what.args)
     if kind == "node":

@@ -19,6 +19,7 @@ never handed back (the caller could write it in place), and only values up to FO
 so a replay holds at most a few small arrays more than the eager call between steps.
 """
 from . import scheduler
+from .hostio import host_view
 from .residency import Buffer
 
 FOLD_MAX_BYTES = 1 << 20  # the largest value a host plan keeps between replays as a folded constant
@@ -82,7 +83,7 @@ class HostPlan:
     def _prepare(self, step):
         what, backend = step.what, step.backend
         if step.kind == "view":
-            return (lambda src: src[what]), None
+            return (lambda src: host_view(src, what)), None
         if step.kind == "node" and step.stream is None:
             return backend.prepared(what), (what.id, what.op)
         root = step.node

@@ -75,14 +75,21 @@ def data_node(array, exclusive):
     return node
 
 
-def host_view_node(node, index):
-    """A realized leaf viewing `node`'s host array at `index` (no kernel, no copy; writes will copy)."""
-    view = node.buffer.host[index]
-    leaf = data_node(view, exclusive=False)
+def host_view_node(node, index, shape=None):
+    """A realized leaf viewing `node`'s host array at `index`, reshaped to `shape` if given (no kernel,
+    no copy; writes will copy)."""
+    leaf = data_node(host_view(node.buffer.host, (index, shape)), exclusive=False)
     recorder = scheduler.active_recorder()
     if recorder is not None:
-        recorder.view(node.buffer, index, leaf.buffer)
+        recorder.view(node.buffer, (index, shape), leaf.buffer)
     return leaf
+
+
+def host_view(array, what):
+    """`array[index]`, reshaped to `shape` unless it is None, for what = (index, shape)."""
+    index, shape = what
+    view = array[index]
+    return view if shape is None else view.reshape(shape)
 
 
 def value_node(buffer):

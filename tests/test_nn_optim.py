@@ -243,9 +243,10 @@ def test_gpt_with_an_untied_head_has_its_own_output_matrix():
         untied(lt.zeros(1, 9, dtype=lt.int64))
 
 
-def test_adamw_step_on_the_cpu_runs_one_kernel_per_parameter_and_no_slices():
+def test_adamw_step_on_the_cpu_updates_small_parameters_in_one_kernel_and_big_ones_in_their_own():
     lt.set_device("cpu")
-    params = [lt.nn.Parameter(lt.tensor(np.ones((64, 32), np.float32))), lt.nn.Parameter(lt.tensor(np.ones(32, np.float32)))]
+    shapes = [(64, 32), (32,), (300, 256)]  # the last is over TOGETHER_MAX_ELEMENTS
+    params = [lt.nn.Parameter(lt.tensor(np.ones(s, np.float32))) for s in shapes]
     opt = lt.optim.AdamW(params, lr=0.1)
     for p in params:
         p.grad = lt.tensor(np.full(p.shape, 0.5, np.float32))
@@ -253,10 +254,54 @@ def test_adamw_step_on_the_cpu_runs_one_kernel_per_parameter_and_no_slices():
     first = [p.numpy().copy() for p in params]
     with lt.profile() as prof:
         opt.step()
-    assert sorted(k.op for k in prof.kernels) == ["adamw", "adamw"]
+    assert sorted(k.op for k in prof.kernels) == ["adamw", "adamw_many"]  # and no slices
     for p, before in zip(params, first):
         np.testing.assert_allclose(before, 1 - 0.1 - 0.1 * 0.01, rtol=1e-6)  # a first step moves by lr
-        assert p.is_realized and (p.numpy() < before).all()
+        assert p.is_realized and (p.numpy() < before).all() and p.shape == before.shape
+
+
+def _adamw_run(monkeypatch, together, write_between=False, steps=4):
+    """Parameters and moments after `steps` clipped AdamW steps (decay and no-decay groups) of a small
+    MLP, with small parameters updated together (`together`) or each by a kernel of its own."""
+    monkeypatch.setattr(optim, "TOGETHER_MAX_ELEMENTS", optim.TOGETHER_MAX_ELEMENTS if together else 0)
+    lt.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4))
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    opt = optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}], lr=1e-2)
+    x = lt.tensor(np.random.default_rng(0).standard_normal((32, 8)).astype(np.float32))
+    ops = []
+    for step in range(steps):
+        opt.zero_grad()
+        (model(x) ** 2).mean().backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 0.01)
+        with lt.profile() as prof:
+            opt.step()
+        ops.append(sorted(k.op for k in prof.kernels if k.op.startswith("adamw")))
+        if write_between and step == 1:
+            with lt.no_grad():
+                next(model.parameters())[0] = 0.5  # a host write into a parameter the update left as a view
+    values = [t.numpy().copy() for p in model.parameters()
+              for t in (p, opt.state[id(p)]["exp_avg"], opt.state[id(p)]["exp_avg_sq"])]
+    return values, ops
+
+
+@pytest.mark.parametrize("write_between", [False, True])
+def test_adamw_updating_small_parameters_together_gives_the_bytes_of_one_kernel_each(monkeypatch, write_between):
+    lt.set_device("cpu")
+    together, ops = _adamw_run(monkeypatch, True, write_between)
+    alone, ops_alone = _adamw_run(monkeypatch, False, write_between)
+    assert ops[-1] == ["adamw_many", "adamw_many"] and ops_alone[-1] == ["adamw"] * 4  # one per group
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(together, alone))
+
+
+def test_adamw_on_a_device_keeps_one_kernel_per_parameter(monkeypatch):
+    lt.set_device("virtual", offload="always")
+    try:
+        _, ops = _adamw_run(monkeypatch, True)
+    finally:
+        lt.set_device("cpu")
+    assert ops[-1] == ["adamw"] * 4
 
 
 def _clipped_adamw_steps(read_grads_before_step, steps=3):

@@ -327,6 +327,29 @@ def test_adamw_with_a_gradient_scale_is_bit_identical_to_the_reference_and_to_a_
     assert BACKEND.launch(node, [p, g, m, v, *scalars, scale]).tobytes() == want.tobytes()
 
 
+@settings(max_examples=25, deadline=None)
+@given(shapes=st.lists(st.lists(st.integers(1, 40), min_size=0, max_size=2).map(tuple), min_size=1, max_size=6),
+       dtype=st.sampled_from([np.float32, np.float64]), scaled=st.booleans(), seed=st.integers(0, 2**16))
+def test_adamw_many_gives_each_parameter_the_bytes_of_its_own_adamw(shapes, dtype, scaled, seed):
+    """Several parameters updated by one kernel (AdamW's small ones on the CPU): the reference's and
+    numba's result, column block by column block, is each parameter's own `adamw` result."""
+    rng = np.random.default_rng(seed)
+    ps, gs, ms = ([rng.normal(size=s).astype(dtype) for s in shapes] for _ in range(3))
+    vs = [np.abs(rng.normal(size=s)).astype(dtype) for s in shapes]
+    scalars = [np.array(x) for x in (3e-3, 1 - 0.9 ** 7, 1 - 0.99 ** 7)] + ([np.array(0.37, dtype)] if scaled else [])
+    attrs = {"beta1": 0.9, "beta2": 0.99, "eps": 1e-8, "weight_decay": 0.1}
+    total = sum(p.size for p in ps)
+    node = Node("adamw_many", (), {**attrs, "count": len(shapes)}, (3, total), np.dtype(dtype))
+    want = KERNELS["adamw_many"](node.attrs, *ps, *gs, *ms, *vs, *scalars)
+    got = BACKEND.launch(node, [*ps, *gs, *ms, *vs, *scalars])
+    assert got.shape == want.shape == (3, total) and got.tobytes() == want.tobytes()
+    start = 0
+    for p, g, m, v in zip(ps, gs, ms, vs):
+        own = KERNELS["adamw"](attrs, p, g, m, v, *scalars).reshape(3, -1)
+        assert want[:, start:start + p.size].tobytes() == own.tobytes()
+        start += p.size
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("axis", [0, 1])
 def test_scatter_add_of_repeated_and_negative_indices_is_bit_identical_to_the_reference(dtype, axis):

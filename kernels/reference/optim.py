@@ -23,6 +23,16 @@ def adamw(attrs, p, g, m, v, lr, bias1, bias2, scale=None):
     return np.stack([p64, m64, v64]).astype(p.dtype)
 
 
+def adamw_many(attrs, *arrays):
+    """adamw over several parameters at once: `arrays` are the parameters, then their gradients, their
+    first and their second moments (`attrs["count"]` of each), then lr, bias1, bias2 and the optional
+    scale shared by all; the result is (3, total elements) with each parameter's flattened (p', m', v')
+    in its columns, in order: every element gets `adamw`'s arithmetic, so the same bytes."""
+    k = attrs["count"]
+    flat = [np.concatenate([a.reshape(-1) for a in arrays[i * k:(i + 1) * k]]) for i in range(4)]
+    return adamw(attrs, *flat, *arrays[4 * k:])
+
+
 def sum_of_squares(attrs, *grads):
     """sum(g0 * g0) + sum(g1 * g1) + ... as the composite of those ops computes it: each square rounded
     to the dtype, each sum the float64 left fold rounded once, the partial totals added left to right
@@ -37,4 +47,4 @@ def sum_of_squares(attrs, *grads):
     return np.asarray(total, dtype)
 
 
-OPTIM_KERNELS = {"adamw": adamw, "sum_of_squares": sum_of_squares}
+OPTIM_KERNELS = {"adamw": adamw, "adamw_many": adamw_many, "sum_of_squares": sum_of_squares}

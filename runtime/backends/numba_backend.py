@@ -47,6 +47,7 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _LAYER_NORM = ops.names(family="layer_norm")
 _SOFTMAX = ops.names(family="softmax")
 _RANDOM = ops.names(family="random")
+_ADAMW = frozenset({"adamw", "adamw_many"})
 
 
 def _count(shape, axes):
@@ -121,7 +122,7 @@ class NumbaBackend(HostBackend):
         if node.op == "matmul":
             route = _route(node, *operands)
             return route is not None and (route[0] == "blis" or parallel.pieces(route[1], route[2]) is not None)
-        if node.op == "adamw":
+        if node.op in _ADAMW:
             return node.dtype in _FLOATS and all(b.dtype in _FLOATS for b in operands)
         if node.op == "sum_of_squares":
             return node.dtype in _FLOATS and all(b.dtype == node.dtype for b in operands)
@@ -165,7 +166,11 @@ class NumbaBackend(HostBackend):
         if node.op == "matmul":
             return _split_matmul(_route(node, *args), node, *args)
         if node.op == "adamw":
-            return self._adamw(node, args)
+            return self._adamw(node, args[:4], args[4:]).reshape(node.shape)
+        if node.op == "adamw_many":  # the parameters' values side by side, then one launch
+            k = node.attrs["count"]
+            flat = [np.concatenate([a.reshape(-1) for a in args[i * k:(i + 1) * k]]) for i in range(4)]
+            return self._adamw(node, flat, args[4 * k:])
         if node.op == "sum_of_squares":
             return cpu_reduce.sum_of_squares(args, node.dtype)
         if node.op == "scatter_take":
@@ -215,13 +220,15 @@ class NumbaBackend(HostBackend):
                         wide = np.sqrt(wide)
         return wide.astype(node.dtype).reshape(node.shape)
 
-    def _adamw(self, node, args):
-        p, g, m, v, lr, bias1, bias2 = args[:7]
-        scale = args[7][()] if len(args) > 7 else g.dtype.type(1)  # a 0-d array's value in its dtype
+    def _adamw(self, node, values, scalars):
+        """The (3, n) update of the values (p, g, m, v) with scalars (lr, bias1, bias2[, scale])."""
+        lr, bias1, bias2 = scalars[:3]
+        g = values[1]
+        scale = scalars[3][()] if len(scalars) > 3 else g.dtype.type(1)  # a 0-d array's value in its dtype
         a = node.attrs
         lr, bias1, bias2 = float(lr), float(bias1), float(bias2)
+        p, g, m, v = [np.ascontiguousarray(t).reshape(-1) for t in values]
         out = np.empty((3, p.size), node.dtype)
-        p, g, m, v = [np.ascontiguousarray(t).reshape(-1) for t in (p, g, m, v)]
         flat = (p, g, scale, m, v)
         consts = (a["beta1"], a["beta2"], a["eps"], 1.0 - lr * a["weight_decay"], lr / bias1,
                   float(np.sqrt(bias2)))
@@ -230,7 +237,7 @@ class NumbaBackend(HostBackend):
             cpu_optim.adamw_into(*flat, out, *consts, 0, p.size)
         else:
             cpu_optim.adamw_into_in_pieces(*flat, out, *consts, bounds)
-        return out.reshape(node.shape)
+        return out
 
     def _scatter_take(self, node, g, index):
         axis, shape = node.attrs["axis"], node.attrs["shape"]
