@@ -20,7 +20,7 @@ _UNWIDENED = (dtypes.float32.np, dtypes.float64.np)  # float16/bfloat16 products
 # On the CPU, AdamW updates parameters up to this size together, one kernel for all (adamw_many): a kernel
 # of its own for each costs more in per-call overhead than its work (a bias: 64 elements). Bigger ones,
 # and every parameter on a device, keep a kernel each (runtime/launch_plan.py updates those in place).
-TOGETHER_MAX_ELEMENTS = 1 << 16
+TOGETHER_MAX_ELEMENTS = 1 << 14
 
 
 def _scaled_gradient(grad):
