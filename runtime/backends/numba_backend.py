@@ -223,8 +223,7 @@ class NumbaBackend(HostBackend):
     def _adamw(self, node, values, scalars):
         """The (3, n) update of the values (p, g, m, v) with scalars (lr, bias1, bias2[, scale])."""
         lr, bias1, bias2 = scalars[:3]
-        g = values[1]
-        scale = scalars[3][()] if len(scalars) > 3 else g.dtype.type(1)  # a 0-d array's value in its dtype
+        scale = scalars[3][()] if len(scalars) > 3 else values[1].dtype.type(1)  # a 0-d array's value, its dtype
         a = node.attrs
         lr, bias1, bias2 = float(lr), float(bias1), float(bias2)
         p, g, m, v = [np.ascontiguousarray(t).reshape(-1) for t in values]
