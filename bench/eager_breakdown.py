@@ -24,7 +24,7 @@ sys.path[:0] = [HERE, os.path.join(HERE, "..", "tests")]
 
 import lazytensor as lt  # noqa: E402  (after the paths: tests/ holds the user model)
 import user_gpt  # noqa: E402
-from harness import header  # noqa: E402
+from harness import header, thread_env  # noqa: E402
 from lazytensor import evaluation  # noqa: E402
 from lazytensor.data import CharDataset, default_corpus  # noqa: E402
 from lazytensor.models import CONFIGS, GPT, GPTConfig  # noqa: E402
@@ -138,12 +138,6 @@ def breakdown(kind="user", config="tiny", steps=100, warmup=10):
     return rows
 
 
-def _env(threads):
-    n = str(threads)
-    return dict(os.environ, OMP_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n, MKL_NUM_THREADS=n, NUMBA_NUM_THREADS=n,
-                LAZYTENSOR_NUM_THREADS=n)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="user", choices=["cli", "user"])
@@ -158,7 +152,7 @@ def main():
         return
     out = subprocess.run([sys.executable, __file__, "--worker", "--model", args.model, "--config", args.config,
                           "--steps", str(args.steps), "--warmup", str(args.warmup)],
-                         capture_output=True, text=True, env=_env(args.threads))
+                         capture_output=True, text=True, env=thread_env(args.threads))
     if out.returncode != 0:
         raise SystemExit(out.stderr[-3000:])
     rows = json.loads(out.stdout.strip().splitlines()[-1])

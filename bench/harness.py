@@ -47,6 +47,14 @@ def header(title, threads):
     return (f"## {title}\n\nMachine: {machine()}. {versions()}. Threads: {threads}. Date: {now}.\n")
 
 
+def thread_env(threads):
+    """The environment for a process whose libraries all use `threads` threads (set before it starts:
+    they read it when they load)."""
+    n = str(threads)
+    return dict(os.environ, OMP_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n, MKL_NUM_THREADS=n, NUMBA_NUM_THREADS=n,
+                LAZYTENSOR_NUM_THREADS=n)
+
+
 def timed(fn, sync=None):
     """Seconds one call of fn takes; `sync` (a device synchronize) runs before the clock is read."""
     t0 = time.perf_counter()

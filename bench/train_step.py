@@ -25,6 +25,8 @@ import sys
 import tempfile
 import time
 
+from harness import thread_env  # bench/ is the script's folder, first on the path
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.join(HERE, "..", "tests")
 CONTENDERS = ("lazytensor", "compiled", "pytorch")
@@ -132,14 +134,8 @@ def worker(contender, model_kind, path, warmup, threads):
     print(json.dumps(times))
 
 
-def _env(threads):
-    n = str(threads)
-    return dict(os.environ, OMP_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n, MKL_NUM_THREADS=n, NUMBA_NUM_THREADS=n,
-                LAZYTENSOR_NUM_THREADS=n)
-
-
 def _run(args, threads):
-    out = subprocess.run([sys.executable, __file__] + args, capture_output=True, text=True, env=_env(threads))
+    out = subprocess.run([sys.executable, __file__] + args, capture_output=True, text=True, env=thread_env(threads))
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -6,9 +6,8 @@ has no other consumer in this realization, and it is not one of the values asked
 in each kernel instead of stored by a kernel of its own and loaded again (GELU's `0.5 x` and
 `x / sqrt 2` are read by its forward and by its gradient, the linear's output plus bias by both of
 them), as long as what it reads at full size is at most one array, so the kernels load no more than
-before. 0-d
-constants with one consumer become kernel parameters. A group is a tree: its root is materialized, its
-members stay pending (a member read later is recomputed from its inputs, which it keeps).
+before. 0-d constants with one consumer become kernel parameters. A group is a tree: its root is
+materialized, its members stay pending (a member read later is recomputed from its inputs, which it keeps).
 """
 import numpy as np
 

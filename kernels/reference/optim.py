@@ -29,8 +29,12 @@ def adamw_many(attrs, *arrays):
     scale shared by all; the result is (3, total elements) with each parameter's flattened (p', m', v')
     in its columns, in order: every element gets `adamw`'s arithmetic, so the same bytes."""
     k = attrs["count"]
-    flat = [np.concatenate([a.reshape(-1) for a in arrays[i * k:(i + 1) * k]]) for i in range(4)]
-    return adamw(attrs, *flat, *arrays[4 * k:])
+    return adamw(attrs, *side_by_side(arrays[:4 * k], k), *arrays[4 * k:])
+
+
+def side_by_side(arrays, count):
+    """`arrays` in runs of `count`, each run flattened and concatenated: adamw_many's p, g, m and v."""
+    return [np.concatenate([a.reshape(-1) for a in arrays[i:i + count]]) for i in range(0, len(arrays), count)]
 
 
 def sum_of_squares(attrs, *grads):

@@ -39,6 +39,7 @@ from ...kernels.cpu import special as cpu_special
 from ...kernels.cpu import special32 as cpu_special32
 from ...kernels import ops
 from ...kernels.reference import KERNELS
+from ...kernels.reference.optim import side_by_side
 from .. import parallel
 from .base import HostBackend
 
@@ -169,8 +170,7 @@ class NumbaBackend(HostBackend):
             return self._adamw(node, args[:4], args[4:]).reshape(node.shape)
         if node.op == "adamw_many":  # the parameters' values side by side, then one launch
             k = node.attrs["count"]
-            flat = [np.concatenate([a.reshape(-1) for a in args[i * k:(i + 1) * k]]) for i in range(4)]
-            return self._adamw(node, flat, args[4 * k:])
+            return self._adamw(node, side_by_side(args[:4 * k], k), args[4 * k:])
         if node.op == "sum_of_squares":
             return cpu_reduce.sum_of_squares(args, node.dtype)
         if node.op == "scatter_take":
