@@ -63,6 +63,9 @@ def _instrument(clock):
         for name in ("launch", "launch_fused"):
             if name in vars(cls):
                 setattr(cls, name, _timed_launch(vars(cls)[name], clock))
+        if "prepared" in vars(cls):  # a replayed realization's calls (runtime/repeats.py) that skip `launch`
+            prepared = vars(cls)["prepared"]
+            setattr(cls, "prepared", lambda self, node, prepared=prepared: _timed_launch(prepared(self, node), clock))
 
 
 def _timed_launch(launch, clock):
@@ -100,18 +103,19 @@ def _model(kind, config):
 
 
 def breakdown(kind="user", config="tiny", steps=100, warmup=10):
-    """Per timed step: its phases and parts in seconds, the kernels it ran and the launch calls timed
-    (lists, one per step; on the host backends every kernel is one launch call)."""
+    """Per timed step: its phases and parts in seconds, the kernels it ran, the launch calls timed and
+    the realizations replayed (lists, one per step; on the host backends every kernel is one launch
+    call, a replayed one's prepared call included)."""
     lt.set_device("cpu")  # the host backends' launches are the ones timed
     lt.tune_host_malloc()  # as `lazytensor train` and bench/train_step.py do
     clock = _Clock()
     _instrument(clock)
     model, opt, clip_params, batches = _model(kind, config)
-    rows = {k: [] for k in PHASES + PARTS + ("step", "kernels", "launch_calls")}
+    rows = {k: [] for k in PHASES + PARTS + ("step", "kernels", "launch_calls", "replayed")}
     for i in range(warmup + steps):
         x, y = batches[i % len(batches)]
         clock.reset()
-        kernels = lt.counters()["kernels"]
+        kernels, replayed = lt.counters()["kernels"], lt.counters()["replayed_realizations"]
         t = [time.perf_counter()]
         _, loss = model(x, y)
         t.append(time.perf_counter())
@@ -135,6 +139,7 @@ def breakdown(kind="user", config="tiny", steps=100, warmup=10):
         rows["outside"].append(step - clock.realize)
         rows["kernels"].append(lt.counters()["kernels"] - kernels)
         rows["launch_calls"].append(clock.launches)
+        rows["replayed"].append(lt.counters()["replayed_realizations"] - replayed)
     return rows
 
 
@@ -158,7 +163,8 @@ def main():
     rows = json.loads(out.stdout.strip().splitlines()[-1])
     print(header(f"Where an eager {args.model} {args.config} step's time goes (one process), ms", args.threads))
     print(f"Medians of {args.steps} steps after {args.warmup} warm-up steps (quartiles); "
-          f"{statistics.median(rows['kernels']):.0f} kernels per step.\n")
+          f"{statistics.median(rows['kernels']):.0f} kernels per step, "
+          f"{statistics.median(rows['replayed']):.0f} of its realizations replayed (runtime/repeats.py).\n")
     print("| part | ms | quartiles |")
     print("|---|---|---|")
     for name in ("step",) + PHASES + PARTS:

@@ -1,6 +1,8 @@
 """Milliseconds per training step (forward, backward, clip, AdamW, loss read), each contender timed in a
 process of its own: lazytensor eager, lazytensor compiled (the step wrapped in `lt.jit`: captured once,
-then replayed) and PyTorch eager CPU, on the same weights and batches.
+then replayed) and PyTorch eager CPU, on the same weights and batches. The eager step replays its
+repeated realization from the third step on (runtime/repeats.py); `--contenders ... planned` adds the
+eager step planned at every step (LAZYTENSOR_REPLAY=0).
 
     python bench/train_step.py [--models cli user] [--configs tiny small] [--threads 1 2]
                                [--rounds 5] [--steps 6] [--warmup 3]
@@ -29,7 +31,7 @@ from harness import thread_env  # bench/ is the script's folder, first on the pa
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.join(HERE, "..", "tests")
-CONTENDERS = ("lazytensor", "compiled", "pytorch")
+CONTENDERS = ("lazytensor", "compiled", "pytorch")  # the default; "planned" on request
 
 
 def prepare(model_kind, config, steps, path):
@@ -120,6 +122,8 @@ def worker(contender, model_kind, path, warmup, threads):
     data = np.load(path)
     sizes = json.loads(str(data["sizes"]))
     weights = {k[len("param/"):]: data[k] for k in data.files if k.startswith("param/")}
+    if contender == "planned":
+        os.environ["LAZYTENSOR_REPLAY"] = "0"
     if contender != "pytorch":
         step = _lazytensor_step(model_kind, sizes, weights, contender == "compiled")
     else:
@@ -151,7 +155,7 @@ def main():
     ap.add_argument("--models", nargs="+", default=["cli", "user"], choices=["cli", "user"])
     ap.add_argument("--configs", nargs="+", default=["tiny", "small"])
     ap.add_argument("--threads", nargs="+", type=int, default=[1, 2])
-    ap.add_argument("--contenders", nargs="+", default=list(CONTENDERS), choices=CONTENDERS)
+    ap.add_argument("--contenders", nargs="+", default=list(CONTENDERS), choices=CONTENDERS + ("planned",))
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=6, help="timed steps per process")
     ap.add_argument("--warmup", type=int, default=3)

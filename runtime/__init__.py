@@ -4,6 +4,7 @@ from .graph import Node, pending_order, walk
 from .residency import Buffer, Residency
 from .counters import COUNTERS
 from .scheduler import realize
+from . import repeats  # installs itself in the scheduler
 from . import hostio
 from . import host_malloc
 

@@ -231,6 +231,11 @@ class Program:
     def __len__(self):
         return self._kernels
 
+    def host_plan(self, fold=True):
+        """A runtime.host_plan.HostPlan of these steps (all on the host: host_plan.supports), running
+        through this program's executors what its prepared calls cannot (with `fold`: constants folded)."""
+        return host_plan.HostPlan(self, functools.partial(_execute, chain=self.chain), fold)
+
     @property
     def updates_in_place(self):
         """Whether a replay can write replaced state over the old values (a launch plan that can): only
@@ -282,7 +287,7 @@ class Program:
         replay, which the executors run) when there is one and it fits the budget, overwriting the donors'
         blocks where it can; False if the executors must run the steps."""
         if self._plan is None and self.chain[0].is_host and host_plan.supports(self):
-            self._plan = host_plan.HostPlan(self, functools.partial(_execute, chain=self.chain))
+            self._plan = self.host_plan()
         elif self._plan is None and not launch_plan.supports(self.chain[0]):
             self._plan = False
         plan = self._plan

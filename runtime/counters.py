@@ -14,6 +14,7 @@ class Counters:
         # of those, run by a compiled replay from prebuilt launches or calls (launch_plan, host_plan)
         self.prepared_kernels = 0
         self.updated_in_place = 0  # state values a compiled replay wrote over their old device blocks
+        self.replayed_realizations = 0  # of the realizations, those run from a repeated one's plan (runtime/repeats.py)
         self.host_reads = collections.Counter()
         self.host_writes = collections.Counter()
 
@@ -23,6 +24,7 @@ class Counters:
             "kernels": self.kernels,
             "prepared_kernels": self.prepared_kernels,
             "updated_in_place": self.updated_in_place,
+            "replayed_realizations": self.replayed_realizations,
             "host_reads": sum(self.host_reads.values()),
             "host_reads_by_trigger": dict(self.host_reads),
             "host_writes": sum(self.host_writes.values()),

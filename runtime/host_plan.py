@@ -38,27 +38,28 @@ class HostPlan:
     calls cannot take (a random kernel, whose streams are the replay's; a group reading 0-d values; a
     group the fuser declines this time) goes through `executor(step, operand Buffers, stream0)`."""
 
-    def __init__(self, program, executor):
+    def __init__(self, program, executor, fold=True):
         self._executor, self._stream0 = executor, 0
         self.skipped, self.can_update = 0, False  # as LaunchPlan's: no step skipped, no state overwritten
-        keep = set(program.outputs)
+        self._keep = set(program.outputs)
         self._calls = []
         self._ids = {}  # result slot -> (node id, op) naming its Buffer (None: a view, named by its source)
         for step in program.steps:
             call, self._ids[step.out] = self._prepare(step)
-            self._calls.append((call, step.ins, step.out, step.drop, step.out in keep))
+            self._calls.append((call, step.ins, step.out, step.drop))
         # the kernels called as prepared (views are no kernels; the executors run the rest)
         self.launched = sum(step.kind != "view" and not self._through_executors(step)
                             for step in program.steps)
         self._inputs = [s for s in range(program.n_slots) if s not in {step.out for step in program.steps}]
         self._views = {step.out: step.ins[0] for step in program.steps if step.kind == "view"}
-        self._folded, self._constants, self._kept_all = _foldable(program, keep), {}, False
+        self._folded = _foldable(program, self._keep) if fold else {}
+        self._constants, self._kept_all = {}, False
         outs = {program.steps[k].out for k in self._folded}
         needed = {s for k, step in enumerate(program.steps) if k not in self._folded for s in step.ins if s in outs}
         for k in self._folded:  # the first replay keeps the folded values later steps read
-            call, ins, out, drop, kept = self._calls[k]
+            call, ins, out, drop = self._calls[k]
             if out in needed:
-                self._calls[k] = (self._keeping(call, out), ins, out, drop, kept)
+                self._calls[k] = (self._keeping(call, out), ins, out, drop)
 
     def _keeping(self, call, out):
         def keep(*args):
@@ -103,12 +104,24 @@ class HostPlan:
     def run(self, slots, stream0):
         """Replay the calls into `slots`; False (slots untouched) where the executors must run instead:
         a bound or constant value not on the host."""
+        values = self.values(slots, stream0, self._keep)
+        if values is None:
+            return False
+        for s, (value, exclusive) in values.items():
+            node_id, op = self._ids[s] or (self._source_id(s, slots), "data")
+            slots[s] = Buffer.host_result(node_id, op, value, exclusive)
+        return True
+
+    def values(self, slots, stream0, keep):
+        """Run the calls on the host arrays of `slots`' Buffers: {slot in `keep`: (array, whether it shares
+        memory with no operand)}, every other value dropped after its last reader; None (nothing run)
+        where a bound or constant value is not on the host."""
         arrays = [None] * len(slots)
         for s in self._inputs:
             buf = slots[s]
             if buf is not None:
                 if not buf.on_host:
-                    return False
+                    return None
                 arrays[s] = buf.host
         if self._kept_all and self._folded:
             self._fold()
@@ -116,20 +129,17 @@ class HostPlan:
             arrays[s] = value
         self._stream0 = stream0
         exclusive = {}
-        for call, ins, out, drop, kept in self._calls:
+        for call, ins, out, drop in self._calls:
             args = [arrays[s] for s in ins]
             value = call(*args)
             arrays[out] = value
-            if kept:
+            if out in keep:
                 exclusive[out] = scheduler.exclusive_result(value, args)
             for s in drop:
-                arrays[s] = None
+                if s not in keep:
+                    arrays[s] = None
         self._kept_all = True
-        for s, excl in exclusive.items():
-            node_id, op = self._ids[s] or (self._source_id(s, slots), "data")
-            value = arrays[s]
-            slots[s] = Buffer.host_result(node_id, op, value, excl)
-        return True
+        return {s: (arrays[s], excl) for s, excl in exclusive.items()}
 
     def _source_id(self, s, slots):
         while s in self._views:

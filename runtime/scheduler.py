@@ -15,6 +15,9 @@ from .residency import Buffer
 from .transfers import LOG, now
 
 recorder = None  # while lt.jit captures a call: its runtime.capture.Recorder, told every kernel run
+# runtime/repeats.py's `realize`, installed when it loads (it builds on runtime/capture.py, which needs
+# this module): a realization on the host goes through it, to be replayed when it repeats one
+replayer = None
 
 
 def exclusive_result(out, args):
@@ -32,13 +35,27 @@ def realize(roots):
     if not order:
         return 0
     COUNTERS.realizations += 1
-    with parallel.kernels_session(order):
-        return _realize(order, roots)
-
-
-def _realize(order, roots):
     chain = devices.chain()
     fuser = devices.fusing_backend(chain)
+    with parallel.kernels_session(order):
+        if replayer is not None and chain[0].is_host and recorder is None and not LOG.profiling:
+            return replayer(order, roots, chain, fuser)
+        return realize_planned(order, roots, chain, fuser)
+
+
+def recorded(rec, order, roots, chain, fuser):
+    """realize_planned with `rec` told every kernel run (runtime/repeats.py captures a realization so)."""
+    global recorder
+    recorder = rec
+    try:
+        return realize_planned(order, roots, chain, fuser)
+    finally:
+        recorder = None
+
+
+def realize_planned(order, roots, chain, fuser):
+    """Plan the realization of `order` (fusion groups, deferred constants) and run it node by node, each
+    on the first backend of `chain` that accepts it. Returns the kernels run."""
     groups, absorbed = fusion.plan(order, roots, lone_from(fuser)) if fuser is not None else ({}, ())
     deferred = constants.deferrable(order, roots, groups, absorbed) if not chain[0].is_host else set()
     kernels = 0

@@ -1,0 +1,202 @@
+"""Repeated realizations on the CPU replayed: an eager realization whose pending graph has the structure
+of one seen twice before runs that one's kernels from a host plan (runtime/host_plan.py), with no
+fusion planning, backend choice or per-node dispatch. `lt.jit` replays a whole decorated function; this
+replays what an undecorated training loop realizes at every step (the graph is still built in Python).
+
+The structure of a realization is its signature: for each pending node, in the scheduler's order, its
+op, attributes, shape and dtype and where each input comes from (an earlier pending node, or the k-th
+distinct realized value read, with that value's shape and dtype), the positions of the values asked
+for, and what decides placement beside them (the backend chain, the fuser, the thread count, the
+matmul library setting). Equal signatures plan the same kernels on the same backends, so the replay
+computes the same bytes as the eager run would. The first sighting runs eagerly, the second runs
+eagerly with a `capture.Recorder` binding the realized values read, and later ones replay.
+
+A replay hands a value to each node the eager run would have computed (not absorbed into a fused kernel)
+that something outside the realization still holds (a tensor, a gradient record, a pending consumer
+outside it): the nodes' reference counts say which. Those nodes get their Buffers and lose their inputs
+as in the eager run; every other intermediate is dropped after its last reader, as the eager run drops
+it. Not replayed: realizations on a device (their placement depends on residency and memory), while a
+`lt.jit` capture or a profile is active, realizations with random ops (each node carries its own
+stream), ones smaller than MIN_NODES, and any whose attributes cannot be compared (LAZYTENSOR_REPLAY=0
+turns it off).
+"""
+import collections
+import math
+import sys
+
+from . import capture, config, host_plan, parallel, scheduler
+from ..kernels.cpu import gemm
+from .counters import COUNTERS
+from .residency import Buffer
+
+MIN_NODES = 32       # smaller realizations cost little to plan; their signature would cost about as much
+PLANS = 8            # replayable signatures kept (least recently used dropped)
+SIGHTINGS = 64       # signatures seen once or twice, remembered to capture on the second sighting
+
+_plans = collections.OrderedDict()   # signature -> _Replay
+_seen = collections.OrderedDict()    # signature -> times seen (1 or 2)
+
+
+def clear():
+    """Forget every signature and plan (tests; a change of a setting the signature does not cover)."""
+    _plans.clear()
+    _seen.clear()
+
+
+class _Replay:
+    """A captured realization: its host plan, (slot, leaf index) of each bound value, the slots, and
+    {order position: slot of its value} for each node the eager run computed; its kernel count."""
+
+    __slots__ = ("plan", "bound", "n_slots", "results", "kernels")
+
+    def __init__(self, plan, bound, n_slots, results, kernels):
+        self.plan, self.bound, self.n_slots, self.results, self.kernels = plan, bound, n_slots, results, kernels
+
+
+def realize(order, roots, chain, fuser):
+    """Run the realization of `order` (the scheduler's order of the pending nodes for `roots`) on host
+    backends `chain`: replayed where its signature has a plan, else as the scheduler runs it (and
+    captured on the second sighting). Returns the kernels run."""
+    eager = scheduler.realize_planned
+    if len(order) < MIN_NODES or not config.get("LAZYTENSOR_REPLAY"):
+        return eager(order, roots, chain, fuser)
+    sig = signature(order, roots, chain, fuser)
+    if sig is None:
+        return eager(order, roots, chain, fuser)
+    key, leaves, reads = sig
+    try:
+        replay = _plans.get(key)
+    except TypeError:  # an attribute value that cannot be hashed
+        return eager(order, roots, chain, fuser)
+    if replay is not None:
+        _plans.move_to_end(key)
+        done = _replay(replay, order, key, leaves, reads)
+        if done is not None:
+            return done
+        return eager(order, roots, chain, fuser)
+    seen = _seen.pop(key, 0) + 1
+    if seen < 2:
+        _seen[key] = seen
+        if len(_seen) > SIGHTINGS:
+            _seen.popitem(last=False)
+        return eager(order, roots, chain, fuser)
+    return _capture(key, order, roots, leaves, chain, fuser)
+
+
+def signature(order, roots, chain, fuser):
+    """(key, the distinct realized Buffers read in order of first read, for each position how many
+    times nodes of `order` read it), or None when the realization is not replayed (a random op)."""
+    pos = {}
+    leaves, leaf_at = [], {}
+    reads = [0] * len(order)
+    items = []
+    for i, node in enumerate(order):
+        attrs = node.attrs
+        if "stream" in attrs:
+            return None
+        ins = []
+        for inp in node.inputs:
+            j = pos.get(inp)
+            if j is not None:
+                reads[j] += 1
+                ins.append(j)
+                continue
+            buf = inp.buffer
+            k = leaf_at.get(id(buf))
+            if k is None:
+                k = leaf_at[id(buf)] = len(leaves)
+                leaves.append(buf)
+            ins.append((-1 - k, inp.shape, inp.dtype))
+        pos[node] = i
+        items.append((node.op, _frozen(attrs) if attrs else (), node.shape, node.dtype, tuple(ins)))
+    items.append(tuple(pos[r] for r in roots if r in pos))
+    items.append((tuple(chain), fuser, parallel.num_threads(), parallel.MIN_PIECE, gemm.host_blas()))
+    return tuple(items), leaves, reads
+
+
+def _frozen(attrs):
+    """The attributes as a comparable tuple. 0.0 == -0.0 in Python and a plan bakes in the values it was
+    captured with, so a zero float (alone, or in a tuple of scalars: attributes hold no deeper floats)
+    is kept with its sign."""
+    for value in attrs.values():
+        kind = type(value)
+        if (kind is float and value == 0.0) or (kind is tuple and 0.0 in value):  # `in` compares with ==
+            return tuple((k, _signed(v)) for k, v in attrs.items())
+    return tuple(attrs.items())
+
+
+def _signed(value):
+    if type(value) is float:
+        return (value, math.copysign(1.0, value))
+    if type(value) is tuple:
+        return tuple((v, math.copysign(1.0, v)) if type(v) is float else v for v in value)
+    return value
+
+
+def _capture(key, order, roots, leaves, chain, fuser):
+    """Run the realization as the scheduler does with a Recorder told every kernel, and keep its plan
+    under `key` when every kernel ran on the host and the plan can take them."""
+    position = {node.id: i for i, node in enumerate(order)}
+    recorder = capture.Recorder()
+    for k, buf in enumerate(leaves):
+        recorder.bind(buf, k)
+    try:
+        kernels = scheduler.recorded(recorder, order, roots, chain, fuser)
+    finally:
+        recorder.close()
+    program = capture.Program(recorder.steps, recorder.sources, [], [], 0, chain)
+    if recorder.refused is not None or program.consts or program.dynamic or not host_plan.supports(program):
+        return kernels
+    results = {}
+    for step in recorder.steps:
+        i = position.get(step.node.id)
+        if i is None:
+            return kernels  # a kernel for a node outside the order: not a plan of this realization
+        results[i] = step.out
+    _plans[key] = _Replay(program.host_plan(fold=False), program.bound, program.n_slots, results, len(program))
+    if len(_plans) > PLANS:
+        _plans.popitem(last=False)
+    return kernels
+
+
+# References to an order's node that the replay itself holds while it looks: the order's list and
+# sys.getrefcount's argument (reads by other nodes of the order are counted apart).
+_HELD = 2
+
+
+def _replay(replay, order, key, leaves, reads):
+    """Replay `replay` for `order`; the kernels run, or None (nothing run) when a value read is not on the
+    host."""
+    n = len(order)
+    results = replay.results
+    alive = [False] * n
+    for j in key[n]:  # the values asked for
+        alive[j] = True
+    for i in range(n - 1, -1, -1):
+        if not alive[i]:
+            alive[i] = sys.getrefcount(order[i]) > _HELD + reads[i]
+        if alive[i] and i not in results:
+            # a fused member something still holds keeps its inputs, as in the eager run, and those
+            # get their values there: so here
+            for j in key[i][4]:
+                if type(j) is int:
+                    alive[j] = True
+    keep = {s for i, s in results.items() if alive[i]}
+    slots = [None] * replay.n_slots
+    for s, k in replay.bound:
+        slots[s] = leaves[k]
+    values = replay.plan.values(slots, 0, keep)
+    if values is None:
+        return None
+    for i, s in results.items():
+        if alive[i]:
+            node = order[i]
+            value, exclusive = values[s]
+            node.buffer = Buffer.host_result(node.id, node.op, value, exclusive)
+            node.inputs = ()
+    COUNTERS.kernels += replay.kernels
+    COUNTERS.replayed_realizations += 1
+    return replay.kernels
+
+
+scheduler.replayer = realize

@@ -1,0 +1,236 @@
+"""Repeated CPU realizations replayed (runtime/repeats.py): the third time a realization with the same
+structure runs, it runs from the plan captured the second time, and computes, hands back and leaves
+pending exactly what the scheduler's own run would."""
+import weakref
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+import lazytensor as lt
+from lazytensor.runtime import repeats
+from test_jit import _program_fn
+from test_random_graphs import programs
+
+import user_gpt
+
+
+@pytest.fixture
+def cpu(monkeypatch):
+    """The CPU device; `replay(on)` sets LAZYTENSOR_REPLAY, and every realization of a node or more may
+    be replayed (the size floor off, so small graphs exercise the replay)."""
+    lt.set_device("cpu")
+    monkeypatch.setattr(repeats, "MIN_NODES", 1)
+    repeats.clear()
+
+    def replay(on):
+        monkeypatch.setenv("LAZYTENSOR_REPLAY", "1" if on else "0")
+    return replay
+
+
+def _chain(x, n=40):
+    """2n small elementwise nodes on x (NumPy runs each: too small to fuse); the value of each pair."""
+    made = []
+    for k in range(n):
+        x = x * 1.5 - k if k % 2 else (x + 0.25).abs()
+        made.append(x)
+    return made
+
+
+def _train(steps, sizes=dict(n_layer=1, n_head=2, n_embd=32, block_size=32), batch=8):
+    """Losses and final parameters of `steps` eager AdamW steps of the user-written GPT (clipping over
+    the `model.parameters()` generator, as users write it)."""
+    lt.manual_seed(0)
+    gpt, optimizer, _ = user_gpt.make(lt)
+    model = gpt(40, sizes["n_layer"], sizes["n_head"], sizes["n_embd"], sizes["block_size"])
+    opt = optimizer(model)
+    rng = np.random.default_rng(0)
+    losses = []
+    for _ in range(steps):
+        x = lt.tensor(rng.integers(0, 40, (batch, sizes["block_size"])))
+        y = lt.tensor(rng.integers(0, 40, (batch, sizes["block_size"])))
+        _, loss = model(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        lt.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.item())
+    return np.array(losses), [p.numpy().tobytes() for p in model.parameters()]
+
+
+def test_an_eager_training_loop_replays_its_steps_with_the_bytes_of_one_that_never_replays(cpu):
+    cpu(False)
+    plain = _train(8)
+    cpu(True)
+    lt.reset_counters()
+    losses, params = _train(8)
+    assert lt.counters()["replayed_realizations"] >= 5
+    assert losses.tobytes() == plain[0].tobytes() and params == plain[1]
+
+
+def test_a_realization_is_replayed_from_its_third_sighting(cpu):
+    replayed = []
+    for k in range(4):
+        x = lt.tensor(np.full(8, float(k)))
+        lt.realize(_chain(x)[-1])
+        replayed.append(lt.counters()["replayed_realizations"])
+    assert replayed == [0, 0, 1, 2]
+
+
+def test_a_replay_computes_from_the_new_values_read(cpu):
+    for k in range(3):
+        a = np.linspace(-1, 1, 8) * (k + 1)
+        assert _chain(lt.tensor(a))[-1].numpy().tobytes() == _numpy_chain(a)[-1].tobytes()
+    assert lt.counters()["replayed_realizations"] == 1
+
+
+def _numpy_chain(a, n=40):
+    made = []
+    for k in range(n):
+        a = a * 1.5 - k if k % 2 else np.abs(a + 0.25)
+        made.append(a)
+    return made
+
+
+def test_an_intermediate_someone_holds_gets_its_value_in_a_replay(cpu):
+    for k in range(3):
+        a = np.arange(8.0) + k
+        made = _chain(lt.tensor(a))
+        held, last = made[10], made[-1]
+        del made
+        lt.realize(last)
+        realizations = lt.counters()["realizations"]
+        assert held.numpy().tobytes() == _numpy_chain(a)[10].tobytes()
+        assert lt.counters()["realizations"] == realizations  # computed by the realization, not read anew
+    assert lt.counters()["replayed_realizations"] == 1
+
+
+def test_an_intermediate_nobody_holds_is_freed_by_a_replay_as_by_the_scheduler(cpu):
+    for _ in range(3):
+        made = _chain(lt.tensor(np.arange(8.0)))
+        dropped, last = weakref.ref(made[10]._node), made[-1]
+        del made
+        lt.realize(last)
+        assert dropped() is None
+    assert lt.counters()["replayed_realizations"] == 1
+
+
+def _fused(x):
+    """Big enough to fuse on numba: h = u * 2 is absorbed into exp(h) + 1, and u = x + 1, read by that
+    kernel and by a sum, is stored."""
+    u = x + 1.0
+    h = u * 2.0
+    y = (h.exp() + 1.0).sum() + u.sum()
+    return h, _chain(y)[-1]
+
+
+def test_a_fused_member_someone_holds_stays_pending_with_its_inputs_as_in_the_scheduler_run(cpu):
+    """...and its input, computed by the realization, keeps its value for it: reading h then runs one
+    kernel (h's), not two."""
+    states = {}
+    for on in (False, True):
+        cpu(on)
+        repeats.clear()
+        for k in range(3):
+            a = np.linspace(0, 1, 1 << 15) + k
+            h, last = _fused(lt.tensor(a))
+            lt.realize(last)
+            pending, inputs = h._node.buffer is None, len(h._node.inputs)
+            kernels = lt.counters()["kernels"]
+            states[on, k] = (pending, inputs, h.numpy().tobytes(), lt.counters()["kernels"] - kernels)
+    assert lt.counters()["replayed_realizations"] == 2  # the third of each: the realization, h's read
+    assert [states[True, k] for k in range(3)] == [states[False, k] for k in range(3)]
+    assert states[True, 2][:2] == (True, 2) and states[True, 2][3] == 1  # pending with u and 2.0: absorbed
+
+
+def test_a_float_attribute_of_the_other_sign_is_another_structure(cpu):
+    for value in (0.0, 0.0, 0.0, -0.0):
+        x = lt.full((8,), value)  # the value is an attribute of the node
+        lt.realize(_chain(x)[-1])
+    assert np.signbit(x.numpy()).all()
+    assert lt.counters()["replayed_realizations"] == 1
+
+
+def test_a_changed_setting_is_planned_anew_not_replayed(cpu, monkeypatch):
+    def kernels():
+        before = lt.counters()["kernels"]
+        lt.realize(_fused(lt.tensor(np.linspace(0, 1, 1 << 15)))[1])
+        return lt.counters()["kernels"] - before
+
+    cpu(False)
+    monkeypatch.setenv("LAZYTENSOR_FUSE", "0")
+    unfused = kernels()
+    cpu(True)
+    counts = []
+    for fuse in ("1", "1", "1", "0"):
+        monkeypatch.setenv("LAZYTENSOR_FUSE", fuse)
+        counts.append(kernels())
+    assert lt.counters()["replayed_realizations"] == 1
+    assert counts[3] == unfused > counts[2]
+
+
+def test_random_ops_are_never_replayed_and_draw_what_the_scheduler_draws(cpu):
+    values = {}
+    for on in (False, True):
+        cpu(on)
+        lt.manual_seed(3)
+        values[on] = [lt.nn.functional.dropout(_chain(lt.tensor(np.arange(64.0)))[-1], 0.5).numpy().tobytes()
+                      for _ in range(4)]
+    assert values[True] == values[False]
+    assert lt.counters()["replayed_realizations"] == 0
+
+
+def test_no_replay_with_LAZYTENSOR_REPLAY_0(cpu):
+    cpu(False)
+    for _ in range(4):
+        lt.realize(_chain(lt.tensor(np.arange(8.0)))[-1])
+    assert lt.counters()["replayed_realizations"] == 0
+
+
+def test_a_profile_records_every_kernel_of_a_repeated_realization(cpu):
+    for _ in range(3):
+        lt.realize(_chain(lt.tensor(np.arange(8.0)))[-1])
+    with lt.profile() as p:
+        kernels = lt.counters()["kernels"]
+        lt.realize(_chain(lt.tensor(np.arange(8.0)))[-1])
+        kernels = lt.counters()["kernels"] - kernels
+    assert len(p.kernels) == kernels == 80  # two nodes per link of the chain
+
+
+def test_the_plans_kept_are_bounded(cpu):
+    for n in range(repeats.PLANS + 3):
+        for _ in range(3):
+            lt.realize(_chain(lt.tensor(np.arange(8.0)), 33 + n)[-1])
+    assert len(repeats._plans) == repeats.PLANS
+
+
+@settings(max_examples=40, deadline=None)
+@given(programs())
+def test_random_graphs_replayed_compute_hand_back_and_leave_pending_what_the_scheduler_does(program):
+    """For random graphs of elementwise ops, reductions and views over new inputs each run, with every
+    other value held: the asked-for value's bytes, and for each held value whether it was computed, the
+    inputs it keeps, whether it alone owns its memory (an in-place write may reuse it) and its bytes,
+    equal the scheduler's own run's."""
+    shapes, steps, seed = program
+    lt.set_device("cpu")
+    rng = np.random.default_rng(seed)
+    runs = [[rng.uniform(-2, 2, size=s) for s in shapes] for _ in range(3)]
+    fn = _program_fn(steps)
+    seen = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(repeats, "MIN_NODES", 1)
+        for on in (False, True):
+            mp.setenv("LAZYTENSOR_REPLAY", "1" if on else "0")
+            repeats.clear()
+            for k, arrays in enumerate(runs):
+                values = fn(*map(lt.tensor, arrays))
+                if not values:
+                    return
+                held = values[::2]
+                last = values[-1]
+                del values
+                lt.realize(last)
+                state = [(t._node.buffer is not None, len(t._node.inputs),
+                          t._node.buffer.host_exclusive if t._node.buffer is not None else None) for t in held]
+                seen[on, k] = (state, [t.numpy().tobytes() for t in held], last.numpy().tobytes())
+    assert [seen[True, k] for k in range(3)] == [seen[False, k] for k in range(3)]
