@@ -120,8 +120,13 @@ def _frozen(attrs):
     is kept with its sign."""
     for value in attrs.values():
         kind = type(value)
-        if (kind is float and value == 0.0) or (kind is tuple and 0.0 in value):  # `in` compares with ==
-            return tuple((k, _signed(v)) for k, v in attrs.items())
+        if kind is float:
+            if value == 0.0:
+                return tuple((k, _signed(v)) for k, v in attrs.items())
+        elif kind is tuple and 0.0 in value:  # `in` compares with ==: an int 0 passes too
+            for v in value:
+                if type(v) is float and v == 0.0:
+                    return tuple((k, _signed(v)) for k, v in attrs.items())
     return tuple(attrs.items())
 
 
