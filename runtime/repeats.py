@@ -7,24 +7,26 @@ The structure of a realization is its signature: for each pending node, in the s
 op, attributes, shape and dtype and where each input comes from (an earlier pending node, or the k-th
 distinct realized value read, with that value's shape and dtype), the positions of the values asked
 for, and what decides placement beside them (the backend chain, the fuser, the thread count, the
-matmul library setting). Equal signatures plan the same kernels on the same backends, so the replay
-computes the same bytes as the eager run would. The first sighting runs eagerly, the second runs
-eagerly with a `capture.Recorder` binding the realized values read, and later ones replay.
+matmul library setting). A random op's stream counts relative to the realization's first one (each
+step's dropout masks draw new streams), and its seed as whether it is the generator's seed now. Equal
+signatures plan the same kernels on the same backends, so the replay computes the same bytes as the
+eager run would; random steps draw their nodes' own (seed, stream). The first sighting runs eagerly,
+the second runs eagerly with a `capture.Recorder` binding the realized values read, and later ones
+replay.
 
 A replay hands a value to each node the eager run would have computed (not absorbed into a fused kernel)
 that something outside the realization still holds (a tensor, a gradient record, a pending consumer
 outside it): the nodes' reference counts say which. Those nodes get their Buffers and lose their inputs
 as in the eager run; every other intermediate is dropped after its last reader, as the eager run drops
 it. Not replayed: realizations on a device (their placement depends on residency and memory), while a
-`lt.jit` capture or a profile is active, realizations with random ops (each node carries its own
-stream), ones smaller than MIN_NODES, and any whose attributes cannot be compared (LAZYTENSOR_REPLAY=0
-turns it off).
+`lt.jit` capture or a profile is active, ones smaller than MIN_NODES, and any whose attributes cannot
+be compared (LAZYTENSOR_REPLAY=0 turns it off).
 """
 import collections
 import math
 import sys
 
-from . import capture, config, host_plan, parallel, scheduler
+from . import capture, config, host_plan, parallel, rng, scheduler
 from ..kernels.cpu import gemm
 from .counters import COUNTERS
 from .residency import Buffer
@@ -44,13 +46,15 @@ def clear():
 
 
 class _Replay:
-    """A captured realization: its host plan, (slot, leaf index) of each bound value, the slots, and
-    {order position: slot of its value} for each node the eager run computed; its kernel count."""
+    """A captured realization: its host plan, (slot, leaf index) of each bound value, the slots,
+    {order position: slot of its value} for each node the eager run computed, its kernel count, and
+    where its random steps' streams start relative to its first random op's (None: it has none)."""
 
-    __slots__ = ("plan", "bound", "n_slots", "results", "kernels")
+    __slots__ = ("plan", "bound", "n_slots", "results", "kernels", "stream_shift")
 
-    def __init__(self, plan, bound, n_slots, results, kernels):
+    def __init__(self, plan, bound, n_slots, results, kernels, stream_shift):
         self.plan, self.bound, self.n_slots, self.results, self.kernels = plan, bound, n_slots, results, kernels
+        self.stream_shift = stream_shift
 
 
 def realize(order, roots, chain, fuser):
@@ -60,17 +64,14 @@ def realize(order, roots, chain, fuser):
     eager = scheduler.realize_planned
     if len(order) < MIN_NODES or not config.get("LAZYTENSOR_REPLAY"):
         return eager(order, roots, chain, fuser)
-    sig = signature(order, roots, chain, fuser)
-    if sig is None:
-        return eager(order, roots, chain, fuser)
-    key, leaves, reads = sig
+    key, leaves, reads, first_stream = signature(order, roots, chain, fuser)
     try:
         replay = _plans.get(key)
     except TypeError:  # an attribute value that cannot be hashed
         return eager(order, roots, chain, fuser)
     if replay is not None:
         _plans.move_to_end(key)
-        done = _replay(replay, order, key, leaves, reads)
+        done = _replay(replay, order, key, leaves, reads, first_stream)
         if done is not None:
             return done
         return eager(order, roots, chain, fuser)
@@ -80,20 +81,25 @@ def realize(order, roots, chain, fuser):
         if len(_seen) > SIGHTINGS:
             _seen.popitem(last=False)
         return eager(order, roots, chain, fuser)
-    return _capture(key, order, roots, leaves, chain, fuser)
+    return _capture(key, order, roots, leaves, chain, fuser, first_stream)
 
 
 def signature(order, roots, chain, fuser):
     """(key, the distinct realized Buffers read in order of first read, for each position how many
-    times nodes of `order` read it), or None when the realization is not replayed (a random op)."""
+    times nodes of `order` read it, the stream of its first random op or None)."""
     pos = {}
     leaves, leaf_at = [], {}
     reads = [0] * len(order)
     items = []
+    first_stream = None
     for i, node in enumerate(order):
         attrs = node.attrs
         if "stream" in attrs:
-            return None
+            # a random op: its stream relative to the realization's first one, and whether it was drawn
+            # under the generator's seed now (a replay draws under that seed)
+            if first_stream is None:
+                first_stream = attrs["stream"]
+            attrs = {**attrs, "stream": attrs["stream"] - first_stream, "seed": attrs["seed"] == rng.DEFAULT.seed}
         ins = []
         for inp in node.inputs:
             j = pos.get(inp)
@@ -111,7 +117,7 @@ def signature(order, roots, chain, fuser):
         items.append((node.op, _frozen(attrs) if attrs else (), node.shape, node.dtype, tuple(ins)))
     items.append(tuple(pos[r] for r in roots if r in pos))
     items.append((tuple(chain), fuser, parallel.num_threads(), parallel.MIN_PIECE, gemm.host_blas()))
-    return tuple(items), leaves, reads
+    return tuple(items), leaves, reads, first_stream
 
 
 def _frozen(attrs):
@@ -138,7 +144,7 @@ def _signed(value):
     return value
 
 
-def _capture(key, order, roots, leaves, chain, fuser):
+def _capture(key, order, roots, leaves, chain, fuser, first_stream):
     """Run the realization as the scheduler does with a Recorder told every kernel, and keep its plan
     under `key` when every kernel ran on the host and the plan can take them."""
     position = {node.id: i for i, node in enumerate(order)}
@@ -158,7 +164,11 @@ def _capture(key, order, roots, leaves, chain, fuser):
         if i is None:
             return kernels  # a kernel for a node outside the order: not a plan of this realization
         results[i] = step.out
-    _plans[key] = _Replay(program.host_plan(fold=False), program.bound, program.n_slots, results, len(program))
+    # a replay's random steps draw from stream stream0 + (their stream - the Recorder's start): with this
+    # shift added to the replayed realization's first stream, each draws its node's own stream
+    shift = None if first_stream is None else recorder.start_stream - first_stream
+    _plans[key] = _Replay(program.host_plan(fold=False), program.bound, program.n_slots, results, len(program),
+                          shift)
     if len(_plans) > PLANS:
         _plans.popitem(last=False)
     return kernels
@@ -169,7 +179,7 @@ def _capture(key, order, roots, leaves, chain, fuser):
 _HELD = 2
 
 
-def _replay(replay, order, key, leaves, reads):
+def _replay(replay, order, key, leaves, reads, first_stream):
     """Replay `replay` for `order`; the kernels run, or None (nothing run) when a value read is not on the
     host."""
     n = len(order)
@@ -190,7 +200,8 @@ def _replay(replay, order, key, leaves, reads):
     slots = [None] * replay.n_slots
     for s, k in replay.bound:
         slots[s] = leaves[k]
-    values = replay.plan.values(slots, 0, keep)
+    stream0 = 0 if first_stream is None else first_stream + replay.stream_shift
+    values = replay.plan.values(slots, stream0, keep)
     if values is None:
         return None
     for i, s in results.items():

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 
 import lazytensor as lt
 from lazytensor.runtime import repeats
-from test_jit import _program_fn
+from test_jit import _program_fn, _same, _train as _jit_train
 from test_random_graphs import programs
 
 import user_gpt
@@ -169,15 +169,34 @@ def test_a_changed_setting_is_planned_anew_not_replayed(cpu, monkeypatch):
     assert counts[3] == unfused > counts[2]
 
 
-def test_random_ops_are_never_replayed_and_draw_what_the_scheduler_draws(cpu):
+def test_random_ops_replayed_draw_what_the_scheduler_draws_reseeded_or_not(cpu):
     values = {}
     for on in (False, True):
         cpu(on)
+        repeats.clear()
         lt.manual_seed(3)
-        values[on] = [lt.nn.functional.dropout(_chain(lt.tensor(np.arange(64.0)))[-1], 0.5).numpy().tobytes()
-                      for _ in range(4)]
+        values[on] = []
+        for k in range(7):
+            if k == 4:
+                lt.manual_seed(5)  # a new seed: the replay draws under it, as the planned run does
+            x = lt.tensor(np.arange(64.0) + k)
+            dropped = lt.nn.functional.dropout(_chain(x)[-1], 0.5)
+            if k == 6:
+                lt.manual_seed(7)  # after the mask was drawn: it keeps the seed it was drawn under
+            values[on].append(dropped.numpy().tobytes())
     assert values[True] == values[False]
-    assert lt.counters()["replayed_realizations"] == 0
+    assert lt.counters()["replayed_realizations"] >= 3
+
+
+def test_a_dropout_model_trained_eagerly_replays_with_the_bytes_of_one_that_never_replays(cpu):
+    """Dropout, an LR schedule, AdamW: losses, parameters, moments, gradients and the generator's state."""
+    cpu(False)
+    plain = _jit_train(False)
+    cpu(True)
+    lt.reset_counters()
+    replayed = _jit_train(False)
+    assert lt.counters()["replayed_realizations"] >= 4
+    _same(plain, replayed)
 
 
 def test_no_replay_with_LAZYTENSOR_REPLAY_0(cpu):
