@@ -26,6 +26,8 @@ import collections
 import math
 import sys
 
+import numpy as np
+
 from . import capture, config, host_plan, parallel, rng, scheduler
 from ..kernels.cpu import gemm
 from .counters import COUNTERS
@@ -64,10 +66,10 @@ def realize(order, roots, chain, fuser):
     eager = scheduler.realize_planned
     if len(order) < MIN_NODES or not config.get("LAZYTENSOR_REPLAY"):
         return eager(order, roots, chain, fuser)
-    key, leaves, reads, first_stream = signature(order, roots, chain, fuser)
     try:
+        key, leaves, reads, first_stream = signature(order, roots, chain, fuser)
         replay = _plans.get(key)
-    except TypeError:  # an attribute value that cannot be hashed
+    except (TypeError, ValueError):  # an attribute value that cannot be compared or hashed (an array)
         return eager(order, roots, chain, fuser)
     if replay is not None:
         _plans.move_to_end(key)
@@ -120,27 +122,29 @@ def signature(order, roots, chain, fuser):
     return tuple(items), leaves, reads, first_stream
 
 
+_ZERO_SIGNED = (float, complex, np.floating, np.complexfloating)  # values whose zero has a sign
+
+
 def _frozen(attrs):
     """The attributes as a comparable tuple. 0.0 == -0.0 in Python and a plan bakes in the values it was
     captured with, so a zero float (alone, or in a tuple of scalars: attributes hold no deeper floats)
-    is kept with its sign."""
+    is kept with its sign. ValueError or TypeError where a value cannot be compared (an array)."""
     for value in attrs.values():
-        kind = type(value)
-        if kind is float:
-            if value == 0.0:
+        if isinstance(value, _ZERO_SIGNED):
+            if value == 0:
                 return tuple((k, _signed(v)) for k, v in attrs.items())
-        elif kind is tuple and 0.0 in value:  # `in` compares with ==: an int 0 passes too
+        elif type(value) is tuple and 0 in value:  # `in` compares with ==: an int 0 passes too
             for v in value:
-                if type(v) is float and v == 0.0:
+                if isinstance(v, _ZERO_SIGNED) and v == 0:
                     return tuple((k, _signed(v)) for k, v in attrs.items())
     return tuple(attrs.items())
 
 
 def _signed(value):
-    if type(value) is float:
-        return (value, math.copysign(1.0, value))
+    if isinstance(value, _ZERO_SIGNED):
+        return (value, math.copysign(1.0, value.real), math.copysign(1.0, value.imag))
     if type(value) is tuple:
-        return tuple((v, math.copysign(1.0, v)) if type(v) is float else v for v in value)
+        return tuple(_signed(v) if isinstance(v, _ZERO_SIGNED) else v for v in value)
     return value
 
 

@@ -143,11 +143,13 @@ def test_a_fused_member_someone_holds_stays_pending_with_its_inputs_as_in_the_sc
     assert states[True, 2][:2] == (True, 2) and states[True, 2][3] == 1  # pending with u and 2.0: absorbed
 
 
-def test_a_float_attribute_of_the_other_sign_is_another_structure(cpu):
-    for value in (0.0, 0.0, 0.0, -0.0):
+@pytest.mark.parametrize("zero, other, sign", [(0.0, -0.0, np.signbit),
+                                               (0j, complex(0.0, -0.0), lambda a: np.signbit(a.imag))])
+def test_a_zero_attribute_of_the_other_sign_is_another_structure(cpu, zero, other, sign):
+    for value in (zero, zero, zero, other):
         x = lt.full((8,), value)  # the value is an attribute of the node
         lt.realize(_chain(x)[-1])
-    assert np.signbit(x.numpy()).all()
+    assert sign(x.numpy()).all()
     assert lt.counters()["replayed_realizations"] == 1
 
 
