@@ -1,8 +1,9 @@
 """Milliseconds per training step (forward, backward, clip, AdamW, loss read), each contender timed in a
 process of its own: lazytensor eager, lazytensor compiled (the step wrapped in `lt.jit`: captured once,
 then replayed) and PyTorch eager CPU, on the same weights and batches. The eager step replays its
-repeated realization from the third step on (runtime/repeats.py); `--contenders ... planned` adds the
-eager step planned at every step (LAZYTENSOR_REPLAY=0).
+repeated realization from the fourth step on (runtime/repeats.py; the first step differs: it creates
+the optimizer's state); `--contenders ... planned` adds the eager step planned at every step
+(LAZYTENSOR_REPLAY=0).
 
     python bench/train_step.py [--models cli user] [--configs tiny small] [--threads 1 2]
                                [--rounds 5] [--steps 6] [--warmup 3]
