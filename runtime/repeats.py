@@ -123,6 +123,8 @@ def signature(order, roots, chain, fuser):
 
 
 _ZERO_SIGNED = (float, complex, np.floating, np.complexfloating)  # values whose zero has a sign
+# attribute values equal only to themselves (no signed zero): most attributes are dtypes, ints, axes
+_PLAIN = frozenset({int, bool, str, type(None)} | {type(np.dtype(c)) for c in "?bhilqBHILQefdgFDG"})
 
 
 def _frozen(attrs):
@@ -130,13 +132,15 @@ def _frozen(attrs):
     captured with, so a zero float (alone, or in a tuple of scalars: attributes hold no deeper floats)
     is kept with its sign. ValueError or TypeError where a value cannot be compared (an array)."""
     for value in attrs.values():
-        if isinstance(value, _ZERO_SIGNED):
-            if value == 0:
-                return tuple((k, _signed(v)) for k, v in attrs.items())
-        elif type(value) is tuple and 0 in value:  # `in` compares with ==: an int 0 passes too
+        t = type(value)
+        if t in _PLAIN:
+            continue
+        if t is tuple:
             for v in value:
-                if isinstance(v, _ZERO_SIGNED) and v == 0:
+                if type(v) not in _PLAIN and isinstance(v, _ZERO_SIGNED) and v == 0:
                     return tuple((k, _signed(v)) for k, v in attrs.items())
+        elif isinstance(value, _ZERO_SIGNED) and value == 0:
+            return tuple((k, _signed(v)) for k, v in attrs.items())
     return tuple(attrs.items())
 
 

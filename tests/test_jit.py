@@ -12,7 +12,7 @@ import lazytensor as lt
 import lazytensor.nn.functional as F
 from lazytensor import nn
 from lazytensor.kernels import ops
-from lazytensor.runtime import scheduler
+from lazytensor.runtime import host_plan, scheduler
 from test_random_graphs import UNARY, BINARY, programs
 
 V, T, B, C = 17, 8, 4, 16
@@ -102,6 +102,17 @@ def test_replayed_steps_equal_eager_steps_bit_for_bit_with_dropout_and_a_schedul
     _same(eager, compiled)
 
 
+def test_a_cpu_plan_generated_as_one_function_replays_steps_with_the_eager_bytes(monkeypatch):
+    """From its GENERATE_AFTER-th replay a host plan runs as one generated function: here from the first."""
+    lt.set_device("cpu")
+    eager = _train(False)
+    monkeypatch.setattr(host_plan, "GENERATE_AFTER", 0)
+    lt.set_device("cpu")
+    compiled = _train(True)
+    assert compiled["fn"].stats()["replayed"] == 6
+    _same(eager, compiled)
+
+
 @pytest.mark.slow
 def test_fifty_replayed_steps_equal_fifty_eager_steps_bit_for_bit_with_dropout(where):
     _same(_train(False, steps=50), _train(True, steps=50))
@@ -150,9 +161,12 @@ def _causal_scores(x):
     return (x * 2.0).masked_fill(mask, float("-inf")).softmax(-1), mask
 
 
-def test_a_cpu_replay_computes_values_made_only_from_constants_once():
+@pytest.mark.parametrize("generate_after", [host_plan.GENERATE_AFTER, 0])
+def test_a_cpu_replay_computes_values_made_only_from_constants_once(monkeypatch, generate_after):
     """A causal mask built inside the call (ones, tril, compare) is the same at every replay: the first
-    CPU replay computes it, later replays reuse it and skip its three kernels, with the eager bytes."""
+    CPU replay computes it, later replays reuse it and skip its three kernels, with the eager bytes
+    (also when the plan runs as a generated function from its first replay on)."""
+    monkeypatch.setattr(host_plan, "GENERATE_AFTER", generate_after)
     lt.set_device("cpu")
     fn = lt.jit(lambda x: _causal_scores(x)[0])
     xs = [lt.tensor(np.random.default_rng(i).standard_normal((2, T, T)).astype(np.float32)) for i in range(4)]
@@ -218,23 +232,27 @@ def _program_fn(steps):
     return fn
 
 
+@pytest.mark.parametrize("generate_after", [host_plan.GENERATE_AFTER, 0])
 @settings(max_examples=30, deadline=None)
 @given(programs())
-def test_random_programs_replayed_on_the_cpu_hand_back_what_the_executors_handed_back(program):
+def test_random_programs_replayed_on_the_cpu_hand_back_what_the_executors_handed_back(generate_after, program):
     """Bytes, and whether each value alone owns its memory (an in-place write may reuse it), equal the
     executors' (the eager call's), for random graphs of elementwise ops, reductions and views; the
-    replay's inputs are not the capture's, so a replay handing back captured values would fail."""
+    replay's inputs are not the capture's, so a replay handing back captured values would fail. Also
+    with the host plan generated as one function from its first replay on."""
     shapes, steps, seed = program
     lt.set_device("cpu")
     rng = np.random.default_rng(seed)
     first, second = ([rng.uniform(-2, 2, size=s) for s in shapes] for _ in range(2))
-    fn = lt.jit(_program_fn(steps))
-    values = fn(*map(lt.tensor, second))
-    if values:
-        lt.realize(*values)
-    eager = _handed_back(values)
-    fn(*map(lt.tensor, first))  # the capture
-    replayed = _handed_back(fn(*map(lt.tensor, second)))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(host_plan, "GENERATE_AFTER", generate_after)
+        fn = lt.jit(_program_fn(steps))
+        values = fn(*map(lt.tensor, second))
+        if values:
+            lt.realize(*values)
+        eager = _handed_back(values)
+        fn(*map(lt.tensor, first))  # the capture
+        replayed = _handed_back(fn(*map(lt.tensor, second)))
     assert fn.stats()["replayed"] == 1 and replayed == eager
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 
 import lazytensor as lt
-from lazytensor.runtime import repeats
+from lazytensor.runtime import host_plan, repeats
 from test_jit import _program_fn, _same, _train as _jit_train
 from test_random_graphs import programs
 
@@ -58,7 +58,11 @@ def _train(steps, sizes=dict(n_layer=1, n_head=2, n_embd=32, block_size=32), bat
     return np.array(losses), [p.numpy().tobytes() for p in model.parameters()]
 
 
-def test_an_eager_training_loop_replays_its_steps_with_the_bytes_of_one_that_never_replays(cpu):
+@pytest.mark.parametrize("generate_after", [host_plan.GENERATE_AFTER, 0])
+def test_an_eager_training_loop_replays_its_steps_with_the_bytes_of_one_that_never_replays(
+        cpu, monkeypatch, generate_after):
+    """Also with each plan run as a generated function from its first replay on."""
+    monkeypatch.setattr(host_plan, "GENERATE_AFTER", generate_after)
     cpu(False)
     plain = _train(8)
     cpu(True)
@@ -153,6 +157,22 @@ def test_a_zero_attribute_of_the_other_sign_is_another_structure(cpu, zero, othe
     assert lt.counters()["replayed_realizations"] == 1
 
 
+@pytest.mark.parametrize("attrs, other", [
+    ({"bounds": (1, 0.0)}, {"bounds": (1, -0.0)}),
+    ({"value": np.float32(0.0), "dtype": np.dtype(np.float32)},
+     {"value": np.float32(-0.0), "dtype": np.dtype(np.float32)}),
+    ({"key": (slice(0, 2), None, 0.0)}, {"key": (slice(0, 2), None, -0.0)}),
+])
+def test_a_signed_zero_anywhere_in_the_attributes_keeps_its_sign_in_the_signature(attrs, other):
+    # equal dicts (0.0 == -0.0) whose plans would differ: a tuple's members and NumPy scalars included
+    assert attrs == other and repeats._frozen(attrs) != repeats._frozen(other)
+
+
+def test_attributes_without_a_float_are_their_items():
+    attrs = {"dims": (0, 2, 1), "dtype": np.dtype(np.float32), "keepdims": False, "axis": 0, "name": None}
+    assert repeats._frozen(attrs) == tuple(attrs.items())
+
+
 def test_a_changed_setting_is_planned_anew_not_replayed(cpu, monkeypatch):
     def kernels():
         before = lt.counters()["kernels"]
@@ -225,13 +245,15 @@ def test_the_plans_kept_are_bounded(cpu):
     assert len(repeats._plans) == repeats.PLANS
 
 
+@pytest.mark.parametrize("generate_after", [host_plan.GENERATE_AFTER, 0])
 @settings(max_examples=40, deadline=None)
 @given(programs())
-def test_random_graphs_replayed_compute_hand_back_and_leave_pending_what_the_scheduler_does(program):
+def test_random_graphs_replayed_compute_hand_back_and_leave_pending_what_the_scheduler_does(generate_after,
+                                                                                          program):
     """For random graphs of elementwise ops, reductions and views over new inputs each run, with every
     other value held: the asked-for value's bytes, and for each held value whether it was computed, the
     inputs it keeps, whether it alone owns its memory (an in-place write may reuse it) and its bytes,
-    equal the scheduler's own run's."""
+    equal the scheduler's own run's; also with the plan generated as one function from its first replay."""
     shapes, steps, seed = program
     lt.set_device("cpu")
     rng = np.random.default_rng(seed)
@@ -240,6 +262,7 @@ def test_random_graphs_replayed_compute_hand_back_and_leave_pending_what_the_sch
     seen = {}
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(repeats, "MIN_NODES", 1)
+        mp.setattr(host_plan, "GENERATE_AFTER", generate_after)
         for on in (False, True):
             mp.setenv("LAZYTENSOR_REPLAY", "1" if on else "0")
             repeats.clear()
