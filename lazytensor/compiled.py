@@ -8,10 +8,13 @@ and later calls replay the record: no graph, no autograd, no planning, only the 
 new values. Tensors that were alive before the call and that the call replaced (parameters, optimizer
 state, `.grad`) get the replay's values, in their own tensor objects (on a device whose replays run
 from a launch plan, written over the old values' device blocks when no one else holds an old value:
-a tensor sharing its node, a kept `.grad`, another reference to its Buffer; `_donors`); the random
-generator advances as the eager call would; optimizers' Python counters advance by hooks they register
-(`on_replay`). The check for other holders is made when the call starts: a thread that takes a new
-reference to a parameter while another thread's replay runs may see the updated value.
+a tensor sharing its node, a kept `.grad`, another reference to its Buffer; `_donors`); a `.grad` the
+call replaced without reading it (`zero_grad` dropped it) is dropped when the replay starts, as the eager
+call drops it, unless the new one is written over its block (so a replay that fails leaves it dropped, as
+a failing eager call would); the random generator advances as the eager call would; optimizers' Python
+counters advance by hooks they register (`on_replay`). The check for other holders is made when the
+call starts: a thread that takes a new reference to a parameter while another thread's replay runs may
+see the updated value.
 
 A replay runs no Python of the function. So a capture is refused (a one-line `JitWarning`, and the
 function then runs eagerly for that guard) when the call reads or writes values on the host (`.item()`,
@@ -87,9 +90,11 @@ class _Entry:
 class _Variant:
     """One capture: its program; the tensors it binds (`bound`: key -> (weakref, read its .grad?)) and
     their shapes and dtypes; the modules and their modes; the tensors whose value (`rebinds`) or .grad
-    (`regrads`, with whether they had one) it replaces; the return value's structure."""
+    (`regrads`, with whether they had one) it replaces, and of those the ones whose old .grad it does not
+    read (`unread_grads`: (weakref, output position or None)); the return value's structure."""
 
-    __slots__ = ("program", "bound", "specs", "modules", "rebinds", "regrads", "structure", "n_outs")
+    __slots__ = ("program", "bound", "specs", "modules", "rebinds", "regrads", "unread_grads", "structure",
+                 "n_outs")
 
 
 class CompiledFunction:
@@ -193,6 +198,8 @@ class CompiledFunction:
         for j, g in zip(regrads, regrad_values):
             variant.regrads.append((refs[j], None if g is None else k, grads[j] is not None))
             k += g is not None
+        read = {ref for ref, via_grad in variant.bound.values() if via_grad}
+        variant.unread_grads = [(ref, k) for ref, k, had in variant.regrads if had and ref not in read]
         variant.structure, variant.program = structure, program
         entry.variants.insert(0, variant)
         del entry.variants[MAX_VARIANTS:]
@@ -354,6 +361,12 @@ def _replay(variant, bound):
     program = variant.program
     # The donors first: gathering the bound Buffers adds references that would make them look shared.
     donors = _donors(variant) if program.updates_in_place else None
+    # The .grad's the call replaced without reading them (zero_grad dropped them) go now, as the eager
+    # call drops them before its kernels, unless the replay writes the new ones over their blocks.
+    for ref, k in variant.unread_grads:
+        t = ref()
+        if t is not None and not (donors and k in donors):
+            t.grad = None
     buffers = program.run({key: t._node.buffer for key, t in bound.items()}, donors)
     outs = [Tensor(hostio.value_node(b)) for b in buffers[:variant.n_outs]]
     for ref, k in variant.rebinds:

@@ -12,7 +12,7 @@ import lazytensor as lt
 import lazytensor.nn.functional as F
 from lazytensor import nn
 from lazytensor.kernels import ops
-from lazytensor.runtime import host_plan, scheduler
+from lazytensor.runtime import capture, host_plan, scheduler
 from test_random_graphs import UNARY, BINARY, programs
 
 V, T, B, C = 17, 8, 4, 16
@@ -395,6 +395,39 @@ def test_a_failing_replay_changes_no_state():
     after = ([p.numpy().copy() for p in model.parameters()], lt.get_rng_state(),
              [s["step"] for s in opt.state_dict()["state"].values()])
     assert all(np.array_equal(a, b) for a, b in zip(before[0], after[0])) and before[1:] == after[1:]
+
+
+def test_a_failing_replay_leaves_the_grads_zero_grad_dropped_as_a_failing_eager_step_does():
+    bad = np.full((B, T), V + 5)  # out of range for the embedding: its kernel raises
+    grads = {}
+    for compiled in (False, True):
+        model, opt, sched, step = _setup()
+        fn = lt.jit(step) if compiled else step
+        for x, y in _batches(3):
+            fn(lt.tensor(x), lt.tensor(y))
+        with pytest.raises(IndexError):
+            fn(lt.tensor(bad), lt.tensor(bad))
+        grads[compiled] = [p.grad for p in model.parameters()]
+    assert fn.stats()["replayed"] == 2  # the third batch's call and the failing one
+    assert grads[True] == grads[False] == [None] * len(grads[False])
+
+
+def test_a_replay_frees_the_grads_zero_grad_drops_before_its_kernels_run(virtual, monkeypatch):
+    """As the eager step frees them at zero_grad: the replay does not hold the old and the new ones."""
+    virtual(offload="always")
+    model, opt, sched, step = _setup()
+    fn = lt.jit(step)
+    batches = [(lt.tensor(x).to("virtual"), lt.tensor(y).to("virtual")) for x, y in _batches(4)]
+    for x, y in batches[:3]:
+        fn(x, y)
+    old = [weakref.ref(p.grad._node.buffer) for p in model.parameters()]
+    alive_at_start = []
+    run = capture.Program.run
+    monkeypatch.setattr(capture.Program, "run", lambda self, *a, **k: (
+        alive_at_start.append(sum(r() is not None for r in old)), run(self, *a, **k))[1])
+    fn(*batches[3])
+    assert fn.stats()["replayed"] == 2 and alive_at_start == [0]
+    assert all(p.grad is not None for p in model.parameters())
 
 
 def test_replacing_the_optimizer_state_is_seen_and_recaptured():
