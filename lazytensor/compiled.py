@@ -10,8 +10,8 @@ state, `.grad`) get the replay's values, in their own tensor objects (on a devic
 from a launch plan, written over the old values' device blocks when no one else holds an old value:
 a tensor sharing its node, a kept `.grad`, another reference to its Buffer; `_donors`); a `.grad` the
 call replaced without reading it (`zero_grad` dropped it) is dropped when the replay starts, as the eager
-call drops it, unless the new one is written over its block (so a replay that fails leaves it dropped, as
-a failing eager call would); the random generator advances as the eager call would; optimizers' Python
+call drops it (so a replay that fails leaves it dropped, as a failing eager call would), unless the new
+one is written over its block; the random generator advances as the eager call would; optimizers' Python
 counters advance by hooks they register (`on_replay`). The check for other holders is made when the
 call starts: a thread that takes a new reference to a parameter while another thread's replay runs may
 see the updated value.

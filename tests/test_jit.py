@@ -397,16 +397,23 @@ def test_a_failing_replay_changes_no_state():
     assert all(np.array_equal(a, b) for a, b in zip(before[0], after[0])) and before[1:] == after[1:]
 
 
-def test_a_failing_replay_leaves_the_grads_zero_grad_dropped_as_a_failing_eager_step_does():
+@pytest.mark.parametrize("device", ["cpu", "virtual"])
+def test_a_failing_replay_leaves_the_grads_zero_grad_dropped_as_a_failing_eager_step_does(virtual, device):
+    """On a device whose replays write the new .grad's over the old ones (a CUDA launch plan) the old ones
+    stay until then, so there a failing replay leaves them as they were."""
     bad = np.full((B, T), V + 5)  # out of range for the embedding: its kernel raises
     grads = {}
     for compiled in (False, True):
+        if device == "virtual":
+            virtual(offload="always")
+        else:
+            lt.set_device("cpu")
         model, opt, sched, step = _setup()
         fn = lt.jit(step) if compiled else step
         for x, y in _batches(3):
-            fn(lt.tensor(x), lt.tensor(y))
+            fn(lt.tensor(x).to(device), lt.tensor(y).to(device))
         with pytest.raises(IndexError):
-            fn(lt.tensor(bad), lt.tensor(bad))
+            fn(lt.tensor(bad).to(device), lt.tensor(bad).to(device))
         grads[compiled] = [p.grad for p in model.parameters()]
     assert fn.stats()["replayed"] == 2  # the third batch's call and the failing one
     assert grads[True] == grads[False] == [None] * len(grads[False])
