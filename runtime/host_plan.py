@@ -8,9 +8,9 @@ every step of a program runs on host backends (the CPU device), a `HostPlan` res
 a callable on host arrays (`HostBackend.prepared`: the kernel the backend would pick for these shapes
 and dtypes), and a replay is a loop over (callable, operand slots, result slot), generated as one Python
 function once the plan has replayed GENERATE_AFTER times: the same kernels on the same arrays in the
-same order, so the same bytes as the executors'. Only the values the caller gets
-back become Buffers. A replay while profiling, or with a bound value not on the host, goes through the
-executors (the caller's fallback).
+same order, so the same bytes as the executors'. Only the values the caller gets back become Buffers.
+A replay while profiling, or with a bound value not on the host, goes through the executors (the
+caller's fallback).
 
 Steps that read only the program's constants (a causal mask's `tril(ones)`, `arange`, fills made from
 attributes) give the same values at every replay: the first replay keeps the ones later steps read, and

@@ -428,10 +428,12 @@ def test_a_replay_frees_the_grads_zero_grad_drops_before_its_kernels_run(virtual
     for x, y in batches[:3]:
         fn(x, y)
     old = [weakref.ref(p.grad._node.buffer) for p in model.parameters()]
-    alive_at_start = []
-    run = capture.Program.run
-    monkeypatch.setattr(capture.Program, "run", lambda self, *a, **k: (
-        alive_at_start.append(sum(r() is not None for r in old)), run(self, *a, **k))[1])
+    alive_at_start, run = [], capture.Program.run
+
+    def counting_run(self, *args, **kwargs):
+        alive_at_start.append(sum(r() is not None for r in old))
+        return run(self, *args, **kwargs)
+    monkeypatch.setattr(capture.Program, "run", counting_run)
     fn(*batches[3])
     assert fn.stats()["replayed"] == 2 and alive_at_start == [0]
     assert all(p.grad is not None for p in model.parameters())
