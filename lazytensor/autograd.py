@@ -7,6 +7,7 @@ itself. The rules use Tensor methods, so this module is loaded after the op modu
 import functools
 import math
 
+from . import backward_replay
 from .creation import ones_like, zeros_like
 from .dtypes import bool_
 from .elementwise import where
@@ -113,7 +114,8 @@ def register_post_backward_hook(fn):
 def backward(tensor, gradient=None, retain_graph=None, create_graph=False):
     """Accumulate d(tensor)/d(leaf) into every leaf's .grad, as lazy tensors. As in PyTorch, the graph's
     saved values are released afterwards unless `retain_graph` (default: `create_graph`), and a second
-    backward through released records raises."""
+    backward through released records raises. A backward repeating an earlier one's structure makes
+    the same nodes from its recording (lazytensor/backward_replay.py)."""
     if not tensor.requires_grad:
         raise RuntimeError("backward(): this tensor does not require grad and has no grad_fn; set "
                            "requires_grad=True on the inputs you want gradients for")
@@ -121,13 +123,27 @@ def backward(tensor, gradient=None, retain_graph=None, create_graph=False):
         if tensor.numel() != 1:
             raise RuntimeError(f"backward(): a gradient can be created implicitly only for a single-element "
                                f"output, this one has shape {tensor.shape}; pass gradient=")
-        gradient = ones_like(tensor)
     elif not isinstance(gradient, Tensor) or gradient.shape != tensor.shape:
         raise ValueError(f"backward(): gradient must be a tensor of shape {tensor.shape}")
     retain = create_graph if retain_graph is None else retain_graph
+    order = _topo(tensor)
+    if gradient is None and not create_graph:
+        backward_replay.build(tensor, order, retain, lambda: _by_rules(tensor, order, None, retain, False))
+    else:
+        _by_rules(tensor, order, gradient, retain, create_graph)
+    for hook in list(_POST_BACKWARD):
+        hook()
+
+
+def _by_rules(tensor, order, gradient, retain, create_graph):
+    """backward's gradient nodes built by the rules below, over `order` (_topo(tensor))."""
     with set_grad_enabled(create_graph):
+        implicit = gradient is None
+        if implicit:
+            gradient = ones_like(tensor)
         grads = {id(tensor): gradient}
-        for t in reversed(_topo(tensor)):
+        handed = set() if implicit else {id(gradient)}  # tensors someone holds: each leaf gets its own
+        for t in reversed(order):
             g = grads.pop(id(t), None)
             if g is None:
                 continue
@@ -135,7 +151,13 @@ def backward(tensor, gradient=None, retain_graph=None, create_graph=False):
                 g = g.tensor()
             fn = t._grad_fn
             if fn is None:
-                t.grad = g if t.grad is None else t.grad + g
+                if t.grad is not None:
+                    t.grad = t.grad + g
+                    continue
+                if id(g) in handed:  # a rule handed one tensor to several leaves (add's): a handle each
+                    g = g.detach()
+                handed.add(id(g))
+                t.grad = g
                 continue
             if fn.saved is None:
                 raise RuntimeError("backward(): trying to backward through the graph a second time (its saved "
@@ -154,8 +176,6 @@ def backward(tensor, gradient=None, retain_graph=None, create_graph=False):
                     pg = pg.to(parent.dtype)
                 key = id(parent)
                 grads[key] = pg if key not in grads else _accumulate(grads[key], pg, create_graph)
-    for hook in list(_POST_BACKWARD):
-        hook()
 
 
 # ---- vector-Jacobian products: (inputs, out, attrs, grad) -> one gradient (or None) per input ----------

@@ -132,7 +132,7 @@ VARIABLES = (
     Variable("LAZYTENSOR_FUSE", "`1`, `0`", True, "`1`", "`0` turns elementwise fusion off", _switch),
     Variable("LAZYTENSOR_REPLAY", "`1`, `0`", True, "`1`",
              "`0` turns off replaying repeated CPU realizations (an eager training step's) from a recorded "
-             "plan", _switch),
+             "plan, and repeated backward passes from a recording", _switch),
     Variable("LAZYTENSOR_NUM_THREADS", "a positive integer", None, "`OMP_NUM_THREADS`, else all cores",
              "CPU threads for host kernels (`lt.set_num_threads` overrides)", _count(1)),
     Variable("LAZYTENSOR_CUDA_DRIVER", "`auto`, `pycuda`, `cuda-bindings`, `emulated`", "auto", "`auto`",

@@ -15,6 +15,7 @@ class Counters:
         self.prepared_kernels = 0
         self.updated_in_place = 0  # state values a compiled replay wrote over their old device blocks
         self.replayed_realizations = 0  # of the realizations, those run from a repeated one's plan (runtime/repeats.py)
+        self.replayed_backwards = 0  # backward passes rebuilt from a recording (lazytensor/backward_replay.py)
         self.host_reads = collections.Counter()
         self.host_writes = collections.Counter()
 
@@ -25,6 +26,7 @@ class Counters:
             "prepared_kernels": self.prepared_kernels,
             "updated_in_place": self.updated_in_place,
             "replayed_realizations": self.replayed_realizations,
+            "replayed_backwards": self.replayed_backwards,
             "host_reads": sum(self.host_reads.values()),
             "host_reads_by_trigger": dict(self.host_reads),
             "host_writes": sum(self.host_writes.values()),

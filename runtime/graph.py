@@ -3,6 +3,9 @@ import itertools
 
 _ids = itertools.count()
 
+# While a backward pass is recorded (lazytensor/backward_replay.py): every node made, in order.
+made = None
+
 
 class Node:
     """One op in the lazy DAG: op name, inputs, static attrs, output shape/dtype, and a Buffer once realized.
@@ -25,6 +28,8 @@ class Node:
         self.used = False
         for inp in self.inputs:
             inp.used = True
+        if made is not None:
+            made.append(self)
 
     @property
     def realized(self):

@@ -116,7 +116,7 @@ def signature(order, roots, chain, fuser):
                 leaves.append(buf)
             ins.append((-1 - k, inp.shape, inp.dtype))
         pos[node] = i
-        items.append((node.op, _frozen(attrs) if attrs else (), node.shape, node.dtype, tuple(ins)))
+        items.append((node.op, frozen(attrs) if attrs else (), node.shape, node.dtype, tuple(ins)))
     items.append(tuple(pos[r] for r in roots if r in pos))
     items.append((tuple(chain), fuser, parallel.num_threads(), parallel.MIN_PIECE, gemm.host_blas()))
     return tuple(items), leaves, reads, first_stream
@@ -127,7 +127,7 @@ _ZERO_SIGNED = (float, complex, np.floating, np.complexfloating)  # values whose
 _PLAIN = frozenset({int, bool, str, type(None)} | {type(np.dtype(c)) for c in "?bhilqBHILQefdgFDG"})
 
 
-def _frozen(attrs):
+def frozen(attrs):
     """The attributes as a comparable tuple. 0.0 == -0.0 in Python and a plan bakes in the values it was
     captured with, so a zero float (alone, or in a tuple of scalars: attributes hold no deeper floats)
     is kept with its sign. ValueError or TypeError where a value cannot be compared (an array)."""

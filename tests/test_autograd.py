@@ -185,6 +185,23 @@ def test_gradients_accumulate_across_backward_calls():
     assert x.grad.tolist() == [5.0, 7.0]
 
 
+def test_leaves_given_the_same_gradient_get_grads_an_in_place_write_to_one_leaves_the_other():
+    """add's rule hands both operands one gradient tensor; as in PyTorch each leaf's .grad is its own."""
+    a, b = lt.ones(3, requires_grad=True), lt.ones(3, requires_grad=True)
+    (a + b).sum().backward()
+    assert a.grad is not b.grad
+    a.grad *= 3.0
+    assert a.grad.tolist() == [3.0, 3.0, 3.0] and b.grad.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_a_leaf_backward_from_is_given_a_grad_the_gradient_passed_does_not_see_written():
+    x = lt.ones(2, requires_grad=True)
+    g = lt.tensor([1.0, 2.0])
+    x.backward(g)
+    x.grad *= 2.0
+    assert x.grad.tolist() == [2.0, 4.0] and g.tolist() == [1.0, 2.0]
+
+
 def test_no_grad_and_detach_stop_recording():
     x = lt.tensor([1.0], requires_grad=True)
     with lt.no_grad():

@@ -165,12 +165,12 @@ def test_a_zero_attribute_of_the_other_sign_is_another_structure(cpu, zero, othe
 ])
 def test_a_signed_zero_anywhere_in_the_attributes_keeps_its_sign_in_the_signature(attrs, other):
     # equal dicts (0.0 == -0.0) whose plans would differ: a tuple's members and NumPy scalars included
-    assert attrs == other and repeats._frozen(attrs) != repeats._frozen(other)
+    assert attrs == other and repeats.frozen(attrs) != repeats.frozen(other)
 
 
 def test_attributes_without_a_float_are_their_items():
     attrs = {"dims": (0, 2, 1), "dtype": np.dtype(np.float32), "keepdims": False, "axis": 0, "name": None}
-    assert repeats._frozen(attrs) == tuple(attrs.items())
+    assert repeats.frozen(attrs) == tuple(attrs.items())
 
 
 def test_a_changed_setting_is_planned_anew_not_replayed(cpu, monkeypatch):
