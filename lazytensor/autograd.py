@@ -113,8 +113,9 @@ def register_post_backward_hook(fn):
 
 def backward(tensor, gradient=None, retain_graph=None, create_graph=False):
     """Accumulate d(tensor)/d(leaf) into every leaf's .grad, as lazy tensors. As in PyTorch, the graph's
-    saved values are released afterwards unless `retain_graph` (default: `create_graph`), and a second
-    backward through released records raises. A backward repeating an earlier one's structure makes
+    saved values and inputs are released afterwards unless `retain_graph` (default: `create_graph`), so
+    that no record keeps the forward's intermediates alive, and a second backward through released
+    records raises. A backward repeating an earlier one's structure makes
     the same nodes from its recording (lazytensor/backward_replay.py)."""
     if not tensor.requires_grad:
         raise RuntimeError("backward(): this tensor does not require grad and has no grad_fn; set "
@@ -167,9 +168,11 @@ def _by_rules(tensor, order, gradient, retain, create_graph):
                 inputs, out = list(fn.parents), t
             else:
                 inputs, out = [Tensor(node) for node in fn.saved], Tensor(fn.out)
-            if not retain:
+            parents = fn.parents
+            if not retain:  # released as PyTorch releases saved tensors: the inputs' values can go
                 fn.saved = None
-            for parent, pg in zip(fn.parents, VJP[fn.op](inputs, out, fn.attrs, g)):
+                fn.parents = ()
+            for parent, pg in zip(parents, VJP[fn.op](inputs, out, fn.attrs, g)):
                 if pg is None or not parent.requires_grad:
                     continue
                 if pg._node.dtype != parent._node.dtype:

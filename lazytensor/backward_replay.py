@@ -233,4 +233,6 @@ class _Recording:
                 g = tensors[which] = Tensor(made[k] if k >= 0 else world[-1 - k])
             order[i].grad = g
         for i in self.released:
-            order[i]._grad_fn.saved = None
+            fn = order[i]._grad_fn
+            fn.saved = None
+            fn.parents = ()

@@ -10,11 +10,13 @@ state, `.grad`) get the replay's values, in their own tensor objects (on a devic
 from a launch plan, written over the old values' device blocks when no one else holds an old value:
 a tensor sharing its node, a kept `.grad`, another reference to its Buffer; `_donors`); a `.grad` the
 call replaced without reading it (`zero_grad` dropped it) is dropped when the replay starts, as the eager
-call drops it (so a replay that fails leaves it dropped, as a failing eager call would), unless the new
-one is written over its block; the random generator advances as the eager call would; optimizers' Python
-counters advance by hooks they register (`on_replay`). The check for other holders is made when the
-call starts: a thread that takes a new reference to a parameter while another thread's replay runs may
-see the updated value.
+call drops it (so a replay that fails leaves it dropped, as a failing eager call would), and is never
+a donor; where the executors run the replay, each tensor takes its new value as soon as it is made,
+so that the old one goes after its last reader, as in the eager call (a replay that fails later leaves
+the state updated so far, as a failing eager call would); the random generator advances as the eager
+call would; optimizers' Python counters advance by hooks they register (`on_replay`). The check for
+other holders is made when the call starts: a thread that takes a new reference to a parameter while
+another thread's replay runs may see the updated value.
 
 A replay runs no Python of the function. So a capture is refused (a one-line `JitWarning`, and the
 function then runs eagerly for that guard) when the call reads or writes values on the host (`.item()`,
@@ -362,12 +364,25 @@ def _replay(variant, bound):
     # The donors first: gathering the bound Buffers adds references that would make them look shared.
     donors = _donors(variant) if program.updates_in_place else None
     # The .grad's the call replaced without reading them (zero_grad dropped them) go now, as the eager
-    # call drops them before its kernels, unless the replay writes the new ones over their blocks.
-    for ref, k in variant.unread_grads:
+    # call drops them before its kernels (they are no donors: the new ones get blocks of their own).
+    for ref, _ in variant.unread_grads:
         t = ref()
-        if t is not None and not (donors and k in donors):
+        if t is not None:
             t.grad = None
-    buffers = program.run({key: t._node.buffer for key, t in bound.items()}, donors)
+    values = {k: ref for ref, k in variant.rebinds}
+    grads = {k: ref for ref, k, _ in variant.regrads if k is not None}
+
+    def made(k, buf):  # the tensor lets its old value go now: the slots hold that to its last reader
+        ref = values.get(k)
+        if ref is not None:
+            t = ref()
+            if t is not None:
+                t._node = hostio.value_node(buf)
+            return
+        t = grads[k]()
+        if t is not None:
+            t.grad = Tensor(hostio.value_node(buf))
+    buffers = program.run({key: t._node.buffer for key, t in bound.items()}, donors, made)
     outs = [Tensor(hostio.value_node(b)) for b in buffers[:variant.n_outs]]
     for ref, k in variant.rebinds:
         t = ref()
@@ -389,9 +404,10 @@ def _donors(variant):
         t = ref()
         if t is not None and _refs(t._node) == _SOLE and _refs(t._node.buffer) == _SOLE:
             donors[k] = t._node.buffer
+    unread = {k for _, k in variant.unread_grads}
     for ref, k, _ in variant.regrads:
         t = ref()
-        if (k is not None and t is not None and t.grad is not None and _refs(t.grad) == _SOLE
+        if (k is not None and k not in unread and t is not None and t.grad is not None and _refs(t.grad) == _SOLE
                 and _refs(t.grad._node) == _SOLE and _refs(t.grad._node.buffer) == _SOLE):
             donors[k] = t.grad._node.buffer
     return donors

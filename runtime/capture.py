@@ -9,6 +9,7 @@ kept). A `Program` runs the steps through the scheduler's own executors, so uplo
 reads, memory budgets and the transfer log behave as in the eager run; an intermediate is dropped after
 its last reader, as the eager run drops it.
 """
+import collections
 import functools
 import threading
 import weakref
@@ -223,6 +224,12 @@ class Program:
             if step.out not in keep and step.out not in last:
                 step.drop += (step.out,)  # a result nobody reads (kept by the eager run only as long)
         self.split = parallel.worth_splitting([step.node for step in steps if step.kind in KERNELS])
+        # {step index: output positions of replaced state whose new value that step makes}
+        made_by = {step.out: k for k, step in enumerate(steps)}
+        self._made_at = collections.defaultdict(list)
+        for i, s in self._replaced.items():
+            if s in made_by:
+                self._made_at[made_by[s]].append(i)
         # runtime/launch_plan.LaunchPlan, built after the first replay, or runtime/host_plan.HostPlan, built
         # at the first (False: none)
         self._plan = None
@@ -243,9 +250,13 @@ class Program:
         return bool(self._plan) and self._plan.can_update
 
     @serialized
-    def run(self, bound, donors=None):
+    def run(self, bound, donors=None, made=None):
         """Replay: Python hooks, fresh random streams, then every step. Returns the output Buffers.
-        `donors` ({output position: Buffer}) are old values of replaced state that nothing else holds."""
+        `bound` is emptied once its Buffers are in their slots (each is then dropped after its last
+        reader). `donors` ({output position: Buffer}) are old values of replaced state that nothing else
+        holds. `made(position, Buffer)`, where the executors run the steps, is told each new value of
+        replaced state as soon as it is made, so that the caller can let the old one go, as the eager
+        run does once the old value's last reader ran."""
         undo = [hook() for hook in self.hooks]
         stream0 = rng.DEFAULT.next_stream
         rng.DEFAULT.next_stream += self.streams
@@ -255,6 +266,7 @@ class Program:
                 slots[s] = buf
             for s, key in self.bound:
                 slots[s] = bound[key]
+            bound.clear()
             for s, fn, dtype in self.dynamic:
                 slots[s] = _host_value(np.asarray(fn(), dtype=dtype))
             kernels = len(self)
@@ -263,11 +275,14 @@ class Program:
                     kernels -= self._plan.skipped
                 else:
                     watch = PeakWatch(self.chain[0]) if self._plan is None else None
+                    made_at = self._made_at if made is not None else {}
                     try:
-                        for step in self.steps:
+                        for k, step in enumerate(self.steps):
                             slots[step.out] = _execute(step, [slots[s] for s in step.ins], stream0, self.chain)
                             for s in step.drop:
                                 slots[s] = None
+                            for i in made_at.get(k, ()):
+                                made(i, slots[self.outputs[i]])
                     finally:
                         peak = watch.close() if watch is not None else None
                     if watch is not None:  # the plan is laid out knowing what this replay held at its peak

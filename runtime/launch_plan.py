@@ -19,10 +19,11 @@ work once, at the first replay:
   per replay and patched into the launches that use it (only where its block moved); random kernels get
   their fresh streams' RNG key words patched in; a 0-d fill made from attributes alone is a constant;
 - the state a step replaces (parameters, optimizer moments, .grad's) is written over the old values'
-  device blocks when the caller hands those over as nobody else's (`donors`): no Buffer, block or
-  pointer change per value, and the step holds one copy of its state instead of two. From the first
-  such write on nothing may fail, so what could (allocations, host checks, the executors' steps) moves
-  before it, or the plan does not overwrite. When every replaced value has its donor, an AdamW update
+  device blocks when the caller hands those over as nobody else's (`donors`; lt.jit hands over no
+  .grad that zero_grad dropped): no Buffer, block or pointer change per value, and the step holds one
+  copy of its state instead of two. From the first such write on nothing may fail, so what could
+  (allocations, host checks, the executors' steps) moves before it, or the plan does not overwrite.
+  When the p, m and v of every AdamW update have their donors, an AdamW update
   whose stacked (p', m', v') result only feeds the three copies unstacking it is one launch writing
   p', m', v' over the old p, m, v (which no later step reads), and the copies do not run; that replay
   lays out its scratch without the stacked results, so the state is held once at its peak.
@@ -199,7 +200,7 @@ class LaunchPlan:
         self._read_slots, self._read_last = [s for _, s in last_read], [k for k, _ in last_read]
         self._update_actions = self._build_actions(first, hoisted)
         self.update_peak_bytes = self._update_peak(self._chunks, first, results)
-        # When every value is written over its donor, each AdamW update of p, m, v is one launch over
+        # When every p, m, v is written over its donor, each AdamW update of them is one launch over
         # their blocks at the update's step, and the copies unstacking its result are not run: the old
         # values are read last by that launch (_adamw_updates), each element before it is written, and
         # nothing before their copies' steps reads the new values. Those launches write the donors
@@ -388,16 +389,17 @@ class LaunchPlan:
                 LOG.hit(self.device.name, self._hits)
 
     def _writes_in_place(self, slots, donors):
-        """Whether the AdamW updates write p, m, v over their old blocks themselves this replay: every
-        replaced value has its donor, each update's donors are the old values it reads, and no step
-        after it reads them (accepts_donors noted where each bound Buffer is read last)."""
-        if self._in_place_actions is None or len(donors) != len(self._updates):
+        """Whether the AdamW updates write p, m, v over their old blocks themselves this replay: each
+        update's p, m, v have their donors, those are the old values it reads, and no step after it
+        reads them (accepts_donors noted where each bound Buffer is read last). The other replaced
+        values (the .grad's) may have none: those get blocks of their own (_begin_updates)."""
+        if self._in_place_actions is None:
             return False
         last_read = self._donor_reads
         for k, _, news, olds in self._in_place_specs:
             for new, old in zip(news, olds):
-                buf = donors[new]
-                if buf is not slots[old] or last_read(id(buf), -1) > k:
+                buf = donors.get(new)
+                if buf is None or buf is not slots[old] or last_read(id(buf), -1) > k:
                     return False
         return True
 

@@ -1,4 +1,6 @@
 """Autograd: finite-difference checks (float64) for every differentiable op, and the autograd contract."""
+import weakref
+
 import numpy as np
 import pytest
 
@@ -200,6 +202,21 @@ def test_a_leaf_backward_from_is_given_a_grad_the_gradient_passed_does_not_see_w
     x.backward(g)
     x.grad *= 2.0
     assert x.grad.tolist() == [2.0, 4.0] and g.tolist() == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("retain", [False, True])
+def test_after_backward_a_forward_intermediate_is_freed_once_its_gradients_are_computed(retain):
+    """The records let go of their inputs (PyTorch frees its saved tensors); with retain_graph they
+    keep them for another backward."""
+    x = lt.tensor(np.linspace(-1.0, 1.0, 6), requires_grad=True)
+    h = (x * 2.0).exp()
+    kept = weakref.ref(h._node)
+    loss = (h * h).sum()
+    del h
+    loss.backward(retain_graph=retain)
+    lt.realize(loss, x.grad)
+    assert (kept() is not None) == retain
+    np.testing.assert_allclose(x.grad.numpy(), 4.0 * np.exp(4.0 * np.linspace(-1.0, 1.0, 6)))
 
 
 def test_no_grad_and_detach_stop_recording():
