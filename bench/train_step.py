@@ -2,8 +2,9 @@
 process of its own: lazytensor eager, lazytensor compiled (the step wrapped in `lt.jit`: captured once,
 then replayed) and PyTorch eager CPU, on the same weights and batches. The eager step replays its
 repeated realization from the fourth step on (runtime/repeats.py; the first step differs: it creates
-the optimizer's state); `--contenders ... planned` adds the eager step planned at every step
-(LAZYTENSOR_REPLAY=0).
+the optimizer's state) and builds its backward pass from a recording from the third on
+(lazytensor/backward_replay.py); `--contenders ... planned` adds the eager step planned and its
+backward built by the rules at every step (LAZYTENSOR_REPLAY=0).
 
     python bench/train_step.py [--models cli user] [--configs tiny small] [--threads 1 2]
                                [--rounds 5] [--steps 6] [--warmup 3]

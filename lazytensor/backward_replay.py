@@ -19,15 +19,17 @@ nodes again on this step's nodes: the same graph, node for node, and so the same
 
 Not recorded (the rules run every time): a backward that realizes, reads or peeks at a value on the
 host (a rule whose graph could depend on values), writes one, draws random numbers, or makes a node
-from one outside the signature; one with `create_graph` or an explicit `gradient`; one on a device
-chain; graphs of fewer than MIN_RECORDS records; and any whose attributes cannot be compared.
+from one outside the signature; one with `create_graph` or an explicit `gradient`; graphs of fewer
+than MIN_RECORDS records; and any whose attributes cannot be compared. On a device the signature's
+residency flags and device chain cover what the rules read of placement (a `*_like` value goes next
+to its model's).
 `LAZYTENSOR_REPLAY=0` turns it off. Node creation is watched process-wide while a backward records:
 another thread building nodes from the same values then only adds nodes nobody reads to the recording.
 """
+from . import dtypes
 from .runtime import config, devices, graph, hostio, rng
 from .runtime.counters import COUNTERS
-from .runtime.repeats import frozen
-from . import dtypes
+from .runtime.repeats import Key, frozen
 from .tensor import Tensor
 
 MIN_RECORDS = 16   # smaller backward passes cost little to build; their signature would cost about as much
@@ -46,16 +48,15 @@ def build(tensor, order, retain, build_by_rules):
     """Set the .grad's of the leaves of `order` (autograd's walk: the tensors whose gradients backward
     needs, inputs first) for `tensor`'s implicit gradient: from a recording where one matches, else by
     `build_by_rules()`, recording it where it can."""
-    if (len(order) < MIN_RECORDS or not config.get("LAZYTENSOR_REPLAY")
-            or not devices.chain()[0].is_host):
+    if len(order) < MIN_RECORDS or not config.get("LAZYTENSOR_REPLAY"):
         return build_by_rules()
     try:
         key, world = _signature(order, retain)
-    except (TypeError, ValueError):  # an attribute value that cannot be compared or hashed (an array)
+        recording = _UNSEEN if key is None else _recordings.get(key, _UNSEEN)
+    except (TypeError, ValueError):  # an attribute value that cannot be compared (an array)
         return build_by_rules()
-    if key is None:
+    if key is None or (recording is _UNSEEN and not key.storable()):
         return build_by_rules()
-    recording = _recordings.get(key, _UNSEEN)
     if recording is not _UNSEEN:
         if recording is None:
             return build_by_rules()
@@ -124,22 +125,7 @@ def _signature(order, retain):
                             tuple([pos[n] for n in fn.saved]), pos[fn.out],
                             tuple([at.get(id(p), -1) for p in fn.parents])))
     settings = (dtypes.DEFAULT_FLOAT, dtypes.storage_in_use, tuple(devices.chain()), bool(retain))
-    return _Key((tuple(items), tuple(records), settings)), world
-
-
-class _Key:
-    """A signature with its hash computed once (a lookup then compares it once, item by item)."""
-
-    __slots__ = ("items", "hash")
-
-    def __init__(self, items):
-        self.items, self.hash = items, hash(items)
-
-    def __hash__(self):
-        return self.hash
-
-    def __eq__(self, other):
-        return self.hash == other.hash and self.items == other.items
+    return Key((tuple(items), tuple(records), settings), tuple([n.op for n in world])), world
 
 
 class _State:

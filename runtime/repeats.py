@@ -68,17 +68,20 @@ def realize(order, roots, chain, fuser):
         return eager(order, roots, chain, fuser)
     try:
         key, leaves, reads, first_stream = signature(order, roots, chain, fuser)
-        replay = _plans.get(key)
-    except (TypeError, ValueError):  # an attribute value that cannot be compared or hashed (an array)
+        replay = _plans.pop(key, None)  # then put back last: the most recently used (one comparison)
+        seen = 0 if replay is not None else _seen.pop(key, 0)
+    except (TypeError, ValueError):  # an attribute value that cannot be compared (an array)
         return eager(order, roots, chain, fuser)
     if replay is not None:
-        _plans.move_to_end(key)
-        done = _replay(replay, order, key, leaves, reads, first_stream)
+        _plans[key] = replay
+        done = _replay(replay, order, key.items, leaves, reads, first_stream)
         if done is not None:
             return done
         return eager(order, roots, chain, fuser)
-    seen = _seen.pop(key, 0) + 1
+    seen += 1
     if seen < 2:
+        if not key.storable():
+            return eager(order, roots, chain, fuser)
         _seen[key] = seen
         if len(_seen) > SIGHTINGS:
             _seen.popitem(last=False)
@@ -87,7 +90,7 @@ def realize(order, roots, chain, fuser):
 
 
 def signature(order, roots, chain, fuser):
-    """(key, the distinct realized Buffers read in order of first read, for each position how many
+    """(its Key, the distinct realized Buffers read in order of first read, for each position how many
     times nodes of `order` read it, the stream of its first random op or None)."""
     pos = {}
     leaves, leaf_at = [], {}
@@ -119,7 +122,33 @@ def signature(order, roots, chain, fuser):
         items.append((node.op, frozen(attrs) if attrs else (), node.shape, node.dtype, tuple(ins)))
     items.append(tuple(pos[r] for r in roots if r in pos))
     items.append((tuple(chain), fuser, parallel.num_threads(), parallel.MIN_PIECE, gemm.host_blas()))
-    return tuple(items), leaves, reads, first_stream
+    return Key(tuple(items), tuple([node.op for node in order])), leaves, reads, first_stream
+
+
+class Key:
+    """A signature (a tuple) as a dict key, hashed by the ops it covers alone: hashing every item
+    (dtypes, attributes, shapes) costs ~100 us for a training step's, and a lookup compares equal
+    hashes item by item anyway. A realization and a backward pass look their key up once per step."""
+
+    __slots__ = ("items", "hash")
+
+    def __init__(self, items, ops):
+        self.items, self.hash = items, hash(ops)
+
+    def __hash__(self):
+        return self.hash
+
+    def __eq__(self, other):
+        return self.hash == other.hash and self.items == other.items
+
+    def storable(self):
+        """Whether every item can be hashed and compared (not an array attribute): checked once, before
+        the key is first kept, so that no lookup compares a kept key that cannot be compared."""
+        try:
+            hash(self.items)
+        except (TypeError, ValueError):
+            return False
+        return True
 
 
 _ZERO_SIGNED = (float, complex, np.floating, np.complexfloating)  # values whose zero has a sign

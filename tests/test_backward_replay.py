@@ -92,6 +92,25 @@ def test_a_training_step_with_dropout_and_a_schedule_replays_its_backward_with_t
     _same(by_rules, replayed)
 
 
+@pytest.mark.parametrize("device", ["virtual", "emulated CUDA"])
+def test_a_training_step_on_a_device_replays_its_backward_with_the_bytes_of_the_rules(
+        virtual, cuda_device, monkeypatch, device):
+    """Offload always: every value on the device, so the seed gradient and the rules' fills go there."""
+    def start():
+        if device == "virtual":
+            virtual(offload="always")
+        else:
+            cuda_device(offload="always")
+        backward_replay.clear()
+    results = []
+    for on in (False, True):
+        monkeypatch.setenv("LAZYTENSOR_REPLAY", "1" if on else "0")
+        start()
+        results.append(_jit_train(False))
+    assert lt.counters()["replayed_backwards"] >= 5
+    _same(*results)
+
+
 @settings(max_examples=30, deadline=None)
 @given(programs())
 def test_random_backward_passes_replay_the_graph_and_bytes_of_the_rules(program):
@@ -131,6 +150,23 @@ def test_a_backward_of_another_structure_is_built_by_the_rules_and_recorded(repl
         np.testing.assert_allclose(x.grad.numpy(), np.exp(2.0) * 3.0)
         counts.append(lt.counters()["replayed_backwards"])
     assert counts == [0, 1, 1, 2, 3]
+
+
+def test_a_backward_over_an_attribute_that_cannot_be_compared_is_built_by_the_rules(replay):
+    """An array attribute (a fill value) in the graph cannot key a recording: the rules build each such
+    backward, and none is kept, so the same structure with a number there still replays."""
+    def backward_with(value):
+        x = lt.ones(8, requires_grad=True)
+        w = lt.Tensor._from_op("full", (), {"shape": (8,), "value": value, "dtype": np.dtype(np.float32)},
+                               (8,), lt.float32)
+        ((x * w).exp() * x).sum().backward()
+        return x.grad.numpy()
+    for k in range(3):
+        np.testing.assert_allclose(backward_with(np.full(8, float(k))), np.exp(k) * (k + 1.0), rtol=1e-6)
+    assert lt.counters()["replayed_backwards"] == 0
+    for _ in range(3):
+        backward_with(1.5)
+    assert lt.counters()["replayed_backwards"] == 2
 
 
 def test_leaf_grads_kept_from_the_last_backward_accumulate_in_a_replay_as_by_the_rules(replay):

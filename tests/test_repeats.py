@@ -173,6 +173,21 @@ def test_attributes_without_a_float_are_their_items():
     assert repeats.frozen(attrs) == tuple(attrs.items())
 
 
+def test_a_realization_with_an_attribute_that_cannot_be_compared_is_planned_every_time(cpu):
+    """An array attribute (here a fill value) cannot key a plan: the realization runs as planned, each
+    time, and is not kept, so the same structure with a number there still replays."""
+    def filled(value):
+        return lt.Tensor._from_op("full", (), {"shape": (8,), "value": value, "dtype": np.dtype(np.float64)},
+                                  (8,), lt.float64)
+    for k in range(3):
+        got = _chain(filled(np.full(8, float(k))))[-1].numpy()
+        assert got.tobytes() == _numpy_chain(np.full(8, float(k)))[-1].tobytes()
+    assert lt.counters()["replayed_realizations"] == 0
+    for _ in range(3):
+        lt.realize(_chain(filled(1.5))[-1])
+    assert lt.counters()["replayed_realizations"] == 1
+
+
 def test_a_changed_setting_is_planned_anew_not_replayed(cpu, monkeypatch):
     def kernels():
         before = lt.counters()["kernels"]
