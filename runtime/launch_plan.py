@@ -150,6 +150,7 @@ class LaunchPlan:
         self._resolved = {s for s in used if s not in internal}
         self._pinned_bytes = self._donor_bytes = None
         self._ptr_at = {}  # slot -> the pointer its prepared launches have now
+        self._last_block = {}  # slot -> the block the last replay allocated for its value
         # The most the replay holds at once by the model of the layout (scratch chunks and results over
         # their lifetimes); what the model misses ends a replay with NoMemory, which then starts over.
         self.peak_bytes, _ = scratch_layout.peak_of(
@@ -405,10 +406,10 @@ class LaunchPlan:
 
     def _open(self, chunk):
         """Allocate a scratch chunk; if its block moved since the last replay, re-point its values."""
-        block = self.memory.allocate(chunk.size)
+        block = self.memory.allocate(chunk.size, chunk.last_block)  # the same block again where it can
         if block is None:
             raise NoMemory()
-        chunk.block = block
+        chunk.block = chunk.last_block = block
         base = block.ptr
         if base != chunk.base:
             for s, offset in chunk.offsets.items():
@@ -478,9 +479,10 @@ class LaunchPlan:
     def _allocate(self, result):
         """A Buffer on the device for a prepared launch's result that someone outside the plan reads."""
         s, node_id, op, shape, dtype, nbytes = result
-        block = self.memory.allocate(nbytes)
+        block = self.memory.allocate(nbytes, self._last_block.get(s))  # the last replay's, if cached
         if block is None:
             raise NoMemory()
+        self._last_block[s] = block
         buf = Buffer(node_id, op, shape, dtype).set_device_result(block, self.device)
         self.memory.register(buf)
         self._pin(buf)

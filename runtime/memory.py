@@ -87,25 +87,32 @@ class DeviceMemory:
             pass
 
     # ---- allocation -------------------------------------------------------------------------------
-    def allocate(self, nbytes):
-        """A device block for `nbytes`, within the budget; None if it cannot be had (see class doc)."""
+    def allocate(self, nbytes, prefer=None):
+        """A device block for `nbytes`, within the budget; None if it cannot be had (see class doc).
+        `prefer`: a block given back earlier, taken again if it is still cached (a launch plan's
+        pointers to it then stay as they are)."""
         size = bucket(nbytes)
-        block = self._allocate(size)
+        block = self._allocate(size, prefer)
         if block is None:
             self.memory_fallbacks += 1
         else:
             self._add_resident(size)
         return block
 
-    def _allocate(self, size):
+    def _allocate(self, size, prefer=None):
         if size > self.budget:
             return None
         while self.resident_bytes + size > self.budget:
             if not self._evict_one():
                 return None
-        if self._cache[size]:
+        cached = self._cache[size]
+        if cached:
             self.cached_bytes -= size
-            return self._cache[size].pop()
+            if prefer is not None and cached[-1] is not prefer:
+                for i in range(len(cached) - 2, -1, -1):
+                    if cached[i] is prefer:
+                        return cached.pop(i)
+            return cached.pop()
         self._trim_cache(self.budget - self.resident_bytes - size)
         return self._raw_alloc(size)
 

@@ -3,8 +3,11 @@
 Values that only prepared launches make and read get an offset in a chunk of scratch (greedy by size
 over their lifetimes, as TFLite's arena planner does); one chunk if the step's memory allows, else the
 chunk held at the peak is cut where the fewest bytes live across, until a replay adds no more device
-memory at its peak than the captured eager call did.
+memory at its peak than the captured eager call did; then the chunks the cuts left are merged back
+wherever that keeps the peak (each chunk is an allocation per replay).
 """
+
+import numpy as np
 
 from .memory import bucket
 
@@ -39,14 +42,24 @@ class Chunk:
     """A block of scratch holding internal values at fixed offsets, allocated from the step that
     makes the first of them to the step that reads the last."""
 
-    __slots__ = ("offsets", "size", "first", "last", "block", "base")
+    __slots__ = ("offsets", "size", "first", "last", "block", "base", "last_block")
 
     def __init__(self, members, internal):
         offsets, self.size = place([internal[s] for s in members])
         self.offsets = dict(zip(members, offsets))
         self.first = min(internal[s][1] for s in members)
         self.last = max(internal[s][2] for s in members)
-        self.block = self.base = None
+        self.block = self.base = self.last_block = None
+
+    @classmethod
+    def joined(cls, chunk, other, at, size, last):
+        """`chunk` with `other`'s values added at offset `at` (their lifetimes do not overlap where
+        their bytes do): `size` bytes, held to step `last`."""
+        new = cls.__new__(cls)
+        new.offsets = {**chunk.offsets, **{s: at + o for s, o in other.offsets.items()}}
+        new.size, new.first, new.last = size, chunk.first, last
+        new.block = new.base = new.last_block = None
+        return new
 
 
 def layout(internal, externals, n_steps, eager_peak=None, replay_peak=None):
@@ -69,12 +82,55 @@ def layout(internal, externals, n_steps, eager_peak=None, replay_peak=None):
         chunks = [Chunk(g, internal) for g in groups]
         peak, at = peak_of([(bucket(c.size), c.first, c.last) for c in chunks] + externals, n_steps)
         if peak <= budget:
-            return chunks
+            break
         held = [i for i, c in enumerate(chunks) if c.first <= at <= c.last and len(groups[i]) > 1]
         if not held:
-            return chunks
+            break
         i = max(held, key=lambda i: chunks[i].size)
         groups[i:i + 1] = _cut(groups[i], internal)
+    return chunks if len(chunks) == 1 else _merged(chunks, externals, n_steps, max(peak, budget))
+
+
+def _merged(chunks, externals, n_steps, budget):
+    """Fewer chunks within the same budget: in order of their first step, each chunk joins the first
+    of the chunks made so far (the latest first) that it can join with the layout's peak staying within
+    `budget`, placed whole at the lowest offset free over its lifetime there. Cutting at the peak leaves
+    each value living across a cut in a block of its own, most of them far from the peak; each chunk
+    costs a replay an allocation and, where its block moved, a pointer patch in every launch that reads
+    its values."""
+    chunks = sorted(chunks, key=lambda c: c.first)
+    held = np.zeros(n_steps + 1, np.int64)  # bytes held before each step, by the layout as it stands
+    for size, first, last in [(bucket(c.size), c.first, c.last) for c in chunks] + externals:
+        held[first:last + 1] += size
+    out, parts = [], []  # the chunks made so far; for each, its parts at their offsets
+    for chunk in chunks:
+        for k in range(len(out) - 1, -1, -1):
+            acc = out[k]
+            at = _free_offset(parts[k], chunk)
+            size, first, last = max(acc.size, at + chunk.size), acc.first, max(acc.last, chunk.last)
+            trial = held[first:last + 1] + bucket(size)
+            trial[acc.first - first:acc.last - first + 1] -= bucket(acc.size)
+            trial[chunk.first - first:chunk.last - first + 1] -= bucket(chunk.size)
+            if trial.max() <= budget:
+                held[first:last + 1] = trial
+                out[k] = Chunk.joined(acc, chunk, at, size, last)
+                parts[k].append((at, chunk))
+                break
+        else:
+            out.append(chunk)
+            parts.append([(0, chunk)])
+    return out
+
+
+def _free_offset(parts, chunk):
+    """The lowest offset where `chunk` overlaps no part (at its offset) whose lifetime overlaps its own."""
+    busy = sorted((at, at + c.size) for at, c in parts if c.first <= chunk.last and chunk.first <= c.last)
+    at = 0
+    for lo, hi in busy:
+        if at + chunk.size <= lo:
+            break
+        at = max(at, hi)
+    return at
 
 
 def _cut(group, internal):

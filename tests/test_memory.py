@@ -45,6 +45,17 @@ def test_caching_allocator_reuses_a_freed_block_before_allocating(virtual):
     assert again is block and device.arena.used == used and m.cached_bytes == 0
 
 
+def test_the_caching_allocator_hands_back_a_preferred_block_while_it_is_cached(virtual):
+    """A launch plan asks for the block it had: its prepared launches then point at it already."""
+    m = virtual().memory
+    first, second = m.allocate(3000), m.allocate(3000)
+    m.give_back(first, 3000)
+    m.give_back(second, 3000)  # cached last: taken first without a preference
+    assert m.allocate(3000, prefer=first) is first
+    assert m.allocate(3000, prefer=first) is second  # no longer cached: any block of the bucket
+    assert m.cached_bytes == 0
+
+
 def test_cached_blocks_never_take_the_device_past_its_budget(virtual):
     device = virtual(budget=4 * 2 ** 20)
     m = device.memory
