@@ -654,7 +654,8 @@ def test_a_planned_replay_writes_parameters_and_moments_over_their_own_device_bl
     lt.reset_counters()
     fn(*batch).item()
     refs_after, blocks_after = _state_blocks(model, opt)
-    assert all(a() is b() is not None for a, b in zip(refs[:3 * n], refs_after)) and blocks_after[:3 * n] == blocks[:3 * n]
+    assert all(a() is b() is not None for a, b in zip(refs[:3 * n], refs_after))
+    assert blocks_after[:3 * n] == blocks[:3 * n]
     assert all(r() is None for r in old_grads)
     assert lt.counters()["updated_in_place"] == 3 * n
 
