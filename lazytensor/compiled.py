@@ -93,10 +93,12 @@ class _Variant:
     """One capture: its program; the tensors it binds (`bound`: key -> (weakref, read its .grad?)) and
     their shapes and dtypes; the modules and their modes; the tensors whose value (`rebinds`) or .grad
     (`regrads`, with whether they had one) it replaces, and of those the ones whose old .grad it does not
-    read (`unread_grads`: (weakref, output position or None)); the return value's structure."""
+    read (`unread_grads`: (weakref, output position or None); `unread_at`: those positions); for each
+    output position the tensor it replaces and whether as its .grad (`made`); the return value's
+    structure."""
 
-    __slots__ = ("program", "bound", "specs", "modules", "rebinds", "regrads", "unread_grads", "structure",
-                 "n_outs")
+    __slots__ = ("program", "bound", "specs", "modules", "rebinds", "regrads", "unread_grads", "unread_at", "made",
+                 "structure", "n_outs")
 
 
 class CompiledFunction:
@@ -202,6 +204,9 @@ class CompiledFunction:
             k += g is not None
         read = {ref for ref, via_grad in variant.bound.values() if via_grad}
         variant.unread_grads = [(ref, k) for ref, k, had in variant.regrads if had and ref not in read]
+        variant.unread_at = frozenset(k for _, k in variant.unread_grads)
+        variant.made = {**{k: (ref, False) for ref, k in variant.rebinds},
+                        **{k: (ref, True) for ref, k, _ in variant.regrads if k is not None}}
         variant.structure, variant.program = structure, program
         entry.variants.insert(0, variant)
         del entry.variants[MAX_VARIANTS:]
@@ -369,19 +374,13 @@ def _replay(variant, bound):
         t = ref()
         if t is not None:
             t.grad = None
-    values = {k: ref for ref, k in variant.rebinds}
-    grads = {k: ref for ref, k, _ in variant.regrads if k is not None}
-
     def made(k, buf):  # the tensor lets its old value go now: the slots hold that to its last reader
-        ref = values.get(k)
-        if ref is not None:
-            t = ref()
-            if t is not None:
-                t._node = hostio.value_node(buf)
-            return
-        t = grads[k]()
-        if t is not None:
+        ref, as_grad = variant.made[k]
+        t = ref()
+        if t is not None and as_grad:
             t.grad = Tensor(hostio.value_node(buf))
+        elif t is not None:
+            t._node = hostio.value_node(buf)
     buffers = program.run({key: t._node.buffer for key, t in bound.items()}, donors, made)
     outs = [Tensor(hostio.value_node(b)) for b in buffers[:variant.n_outs]]
     for ref, k in variant.rebinds:
@@ -404,11 +403,11 @@ def _donors(variant):
         t = ref()
         if t is not None and _refs(t._node) == _SOLE and _refs(t._node.buffer) == _SOLE:
             donors[k] = t._node.buffer
-    unread = {k for _, k in variant.unread_grads}
     for ref, k, _ in variant.regrads:
         t = ref()
-        if (k is not None and k not in unread and t is not None and t.grad is not None and _refs(t.grad) == _SOLE
-                and _refs(t.grad._node) == _SOLE and _refs(t.grad._node.buffer) == _SOLE):
+        if (k is not None and k not in variant.unread_at and t is not None and t.grad is not None
+                and _refs(t.grad) == _SOLE and _refs(t.grad._node) == _SOLE
+                and _refs(t.grad._node.buffer) == _SOLE):
             donors[k] = t.grad._node.buffer
     return donors
 

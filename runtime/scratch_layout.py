@@ -21,13 +21,8 @@ def place(intervals):
     placed, offsets, total = [], [0] * len(intervals), 0
     for i in order:
         size, first, last = intervals[i]
-        busy = sorted((offsets[j], offsets[j] + intervals[j][0]) for j in placed
-                      if intervals[j][1] <= last and first <= intervals[j][2])
-        at = 0
-        for lo, hi in busy:
-            if at + size <= lo:
-                break
-            at = max(at, hi)
+        at = _lowest_gap([(offsets[j], offsets[j] + intervals[j][0]) for j in placed
+                          if intervals[j][1] <= last and first <= intervals[j][2]], size)
         offsets[i] = at
         total = max(total, at + size)
         placed.append(i)
@@ -124,10 +119,15 @@ def _merged(chunks, externals, n_steps, budget):
 
 def _free_offset(parts, chunk):
     """The lowest offset where `chunk` overlaps no part (at its offset) whose lifetime overlaps its own."""
-    busy = sorted((at, at + c.size) for at, c in parts if c.first <= chunk.last and chunk.first <= c.last)
+    return _lowest_gap([(at, at + c.size) for at, c in parts if c.first <= chunk.last and chunk.first <= c.last],
+                       chunk.size)
+
+
+def _lowest_gap(busy, size):
+    """The lowest offset where `size` bytes fit between the (start, end) byte ranges `busy`."""
     at = 0
-    for lo, hi in busy:
-        if at + chunk.size <= lo:
+    for lo, hi in sorted(busy):
+        if at + size <= lo:
             break
         at = max(at, hi)
     return at
