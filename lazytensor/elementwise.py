@@ -215,7 +215,7 @@ def isfinite(x):
 def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
     """NaN -> `nan`, +inf -> `posinf` (default: the dtype's largest value), -inf -> `neginf` (its lowest)."""
     if not x.dtype.is_floating_point:
-        return x
+        return x.clone()  # nothing to replace, but a new tensor, as PyTorch's
     info = np.finfo(x.dtype.np)
     posinf = float(info.max) if posinf is None else posinf
     neginf = float(info.min) if neginf is None else neginf

@@ -3,7 +3,7 @@ import operator
 
 import numpy as np
 
-from . import dtypes
+from . import dtypes, grad_mode
 from .creation import full, tensor
 from .elementwise import as_tensor_operand, broadcast_shapes, scalar, where
 from .errors import normalize_axis
@@ -121,8 +121,11 @@ def _masks_as_positions(x, key):
 
 def _slice_triple(s, n):
     start, stop, step = s.indices(n)
+    length = len(range(start, stop, step))
+    if length == 0 and step < 0:  # nothing selected, and the start may be -1 here ("the last" to NumPy)
+        return (0, 0, 1), 0
     # A negative step that runs to the front yields stop == -1, which NumPy would read as "the last".
-    return (start, None if stop < 0 else stop, step), len(range(*s.indices(n)))
+    return (start, None if stop < 0 else stop, step), length
 
 
 def getitem(x, key):
@@ -134,8 +137,7 @@ def getitem(x, key):
         return out if mask else getitem(out, slice(0, 0))
     items, advanced = _normalize_key(x, key)
     if all(isinstance(k, int) for k in items) and len(items) == x.ndim:
-        value = hostio.host_array(x._node, "getitem")[tuple(items)]
-        return Tensor(hostio.data_node(np.array(value, dtype=x._node.dtype), exclusive=True))
+        return _element(x, items)
     if advanced:
         return _advanced(x, items)
     slices, shape, axis = [], [], 0
@@ -161,6 +163,17 @@ def getitem(x, key):
             sliced = tuple(shape)
         out = Tensor._from_op("slice", (x,), attrs, sliced, x.dtype)
     return out.reshape(*shape)
+
+
+def _element(x, items):
+    """x[i, j, ...] with an integer on every axis: a host read (the source is downloaded once) whose 0-d
+    result keeps its place in the gradient graph, as the slice that picks it would."""
+    value = hostio.host_array(x._node, "getitem")[tuple(items)]
+    out = Tensor(hostio.data_node(np.array(value, dtype=x._node.dtype), exclusive=True))
+    if x.requires_grad:
+        slices = tuple((k, k + 1, 1) for k in items)
+        grad_mode.record(out, "slice", (x,), {"slices": slices, "squeeze": tuple(range(x.ndim))})
+    return out
 
 
 def row(x, i):

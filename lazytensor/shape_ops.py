@@ -268,7 +268,7 @@ def flip(x, dims):
     for d in sorted({normalize_axis("flip", d, x.ndim) for d in dims}):
         if x.shape[d] > 1:
             out = out.index_select(d, arange(x.shape[d] - 1, -1, -1))
-    return out
+    return out if out is not x else x.clone()  # a new tensor even where nothing moves, as PyTorch's
 
 
 def roll(x, shifts, dims=None):
@@ -286,7 +286,7 @@ def roll(x, shifts, dims=None):
         s = shift % n if n else 0
         if s:
             out = cat([narrow(out, d, n - s, s), narrow(out, d, 0, n - s)], d)
-    return out
+    return out if out is not x else x.clone()  # a new tensor even where nothing moves, as PyTorch's
 
 
 def repeat(x, *sizes):

@@ -2,10 +2,13 @@
 multinomial sampling built on them."""
 import collections
 
+import numpy as np
+
 from . import dtypes
 from .errors import normalize_axis
 from .indexing import gather, narrow
 from .random import rand
+from .runtime import hostio
 from .tensor import Tensor
 
 SortResult = collections.namedtuple("sort", ["values", "indices"])
@@ -73,8 +76,10 @@ def multinomial(probs, num_samples, replacement=False):
     """Category indices drawn with probability proportional to each row of `probs` (1-d or 2-d, weights
     need not sum to one). With replacement: by inverting the cumulative weights with one uniform draw
     per sample; without: the `num_samples` smallest of -log(u) / p over the categories (an exponential
-    race: the same law as drawing one by one and removing each). Weights are not checked for negative
-    or non-finite values (that would need a host read)."""
+    race: the same law as drawing one by one and removing each). The weights are read on the host first
+    (a "host-read:multinomial"), so that negative, NaN or infinite weights, a row without a positive
+    weight, or too few positive weights to draw without replacement raise ValueError here, as PyTorch's
+    checks do."""
     if probs.ndim not in (1, 2) or not probs.dtype.is_floating_point:
         raise ValueError(f"multinomial: probs must be a 1-d or 2-d float tensor, got {probs.ndim}-d {probs.dtype}")
     n = probs.shape[-1]
@@ -82,6 +87,7 @@ def multinomial(probs, num_samples, replacement=False):
         raise ValueError(f"multinomial: num_samples must be a positive integer, got {num_samples!r}")
     if not replacement and num_samples > n:
         raise ValueError(f"multinomial: cannot draw {num_samples} samples without replacement from {n} categories")
+    _check_weights(probs, num_samples, replacement)
     rows = probs if probs.ndim == 2 else probs.reshape(1, n)
     if replacement or num_samples == 1:
         cdf = cumsum(rows, -1)
@@ -92,3 +98,17 @@ def multinomial(probs, num_samples, replacement=False):
         race = -rand(rows.shape[0], n, dtype=rows.dtype).log() / rows
         out = narrow(argsort(race, -1), 1, 0, num_samples)
     return out if probs.ndim == 2 else out.reshape(num_samples)
+
+
+def _check_weights(probs, num_samples, replacement):
+    """Raise ValueError unless every row of `probs` is a distribution one can draw `num_samples` from."""
+    w = hostio.host_array(probs._node, "multinomial")
+    w = w.reshape(-1, w.shape[-1])  # 1-d or 2-d, checked by the caller
+    if not np.isfinite(w).all() or (w < 0).any():
+        raise ValueError("multinomial: the probability tensor contains inf, nan or an element < 0")
+    positive = (w > 0).sum(axis=-1)
+    if (positive == 0).any():
+        raise ValueError("multinomial: a row's probabilities sum to 0 (invalid distribution)")
+    if not replacement and (positive < num_samples).any():
+        raise ValueError(f"multinomial: cannot draw {num_samples} samples without replacement from a row "
+                         f"with only {int(positive.min())} nonzero probabilities")

@@ -19,7 +19,7 @@ import numpy as np
 from . import copies, counters, devices, host_plan, hostio, launch_plan, parallel, policy, rng, scheduler
 from .backends.lowering import for_indices
 from .graph import Node
-from .locking import serialized
+from .locking import computing
 from .policy import is_param
 from .residency import Buffer
 from .transfers import LOG
@@ -249,7 +249,7 @@ class Program:
         then are `run`'s donors worth finding."""
         return bool(self._plan) and self._plan.can_update
 
-    @serialized
+    @computing
     def run(self, bound, donors=None, made=None):
         """Replay: Python hooks, fresh random streams, then every step. Returns the output Buffers.
         `bound` is emptied once its Buffers are in their slots (each is then dropped after its last

@@ -7,6 +7,8 @@ for it and then reads the same result. Kernels inside one realization still use 
 import functools
 import threading
 
+import numpy as np
+
 ENGINE_LOCK = threading.RLock()
 
 
@@ -17,3 +19,13 @@ def serialized(fn):
         with ENGINE_LOCK:
             return fn(*args, **kwargs)
     return locked
+
+
+def computing(fn):
+    """`fn` runs holding the engine lock, with NumPy's floating-point warnings off: an infinity or a
+    NaN a kernel makes is a value (IEEE's, as on every backend), not something to warn a user about."""
+    @functools.wraps(fn)
+    def quiet(*args, **kwargs):
+        with ENGINE_LOCK, np.errstate(all="ignore"):
+            return fn(*args, **kwargs)
+    return quiet

@@ -9,7 +9,7 @@ from . import constants, copies, devices, fusion, parallel, policy
 from .backends.arena import OutOfDeviceMemory
 from .counters import COUNTERS
 from .graph import Node, pending_order
-from .locking import serialized
+from .locking import computing
 from .policy import is_param
 from .residency import Buffer
 from .transfers import LOG, now
@@ -28,7 +28,7 @@ def exclusive_result(out, args):
         a is out or getattr(a, "base", None) is out for a in args)
 
 
-@serialized
+@computing
 def realize(roots):
     """Compute every pending node needed for `roots`. Returns the number of kernels run."""
     order = pending_order(roots)

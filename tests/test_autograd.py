@@ -342,3 +342,33 @@ def test_layer_norm_gradients_and_second_derivatives_match_pytorch():
     (lt.nn.functional.layer_norm(x2, 6, w2, b2) * lt.tensor(mix)).sum().backward()
     for ours, theirs in ((x2, tgx), (w2, tgw), (b2, tgb)):
         np.testing.assert_allclose(ours.grad.numpy(), theirs.detach().numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_an_element_read_keeps_its_gradient_edge_to_the_source():
+    x = lt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    ((x * x).sum() + 10 * x[0]).backward()
+    assert x.grad.numpy().tolist() == [12.0, 4.0, 6.0]  # PyTorch's: the read x[0] is x's first entry
+
+
+def test_an_element_of_a_computed_tensor_backpropagates_to_its_leaf():
+    x = lt.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    x.exp()[1, 0].backward()
+    want = np.zeros((2, 2), np.float32)
+    want[1, 0] = np.exp(np.float32(3.0))
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-6)
+
+
+def test_a_sum_of_element_reads_has_the_gradient_of_the_sum():
+    x = lt.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    total = x[0] * x[0] + x[-1] * 2.0 + x[1]
+    total.backward()
+    assert x.grad.numpy().tolist() == [2.0, 1.0, 2.0]
+
+
+def test_an_element_read_is_still_a_host_value_and_records_nothing_without_grad():
+    x = lt.tensor([1.0, 2.0], requires_grad=True)
+    with lt.no_grad():
+        assert not x[1].requires_grad
+    assert not x.detach()[1].requires_grad
+    y = x[1]
+    assert y.requires_grad and y.shape == () and float(y) == 2.0

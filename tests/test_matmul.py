@@ -34,3 +34,17 @@ def test_rank2_weight_under_rank3_activation():
 def test_mismatched_inner_dimensions_name_both_shapes():
     with pytest.raises(ValueError, match=r"\(2, 3\) and \(4, 5\)"):
         lt.ones(2, 3) @ lt.ones(4, 5)
+
+
+@pytest.mark.filterwarnings("error")
+def test_a_product_that_overflows_gives_infinities_without_numpy_warnings():
+    a = lt.tensor(np.array([[1e308, 1e308]]))
+    b = lt.tensor(np.array([[1e308], [-np.inf]]))
+    assert np.isnan((a @ b).item())  # inf + -inf: a value, as on every backend, not a RuntimeWarning
+    assert (lt.tensor(np.array([[3e38]], np.float32)) @ lt.tensor(np.array([[10.0]], np.float32))).item() == np.inf
+
+
+@pytest.mark.filterwarnings("error")
+def test_reductions_of_infinities_give_nan_without_numpy_warnings():
+    x = lt.tensor(np.array([np.inf, -np.inf, 1.0] * 3000, np.float32))
+    assert np.isnan(x.sum().item()) and np.isnan(x.mean().item()) and np.isnan(x.reshape(3, -1).var(1).numpy()).all()

@@ -163,3 +163,21 @@ def test_a_second_backward_through_one_graph_raises_unless_the_first_retained_it
     kept.backward(retain_graph=True)
     kept.backward()
     assert b.grad.tolist() == [4.0, 8.0]  # accumulated twice: 2 * (2b)
+
+
+@pytest.mark.parametrize("weights,message", [
+    ([-1.0, 2.0], "inf, nan or an element < 0"),
+    ([float("nan"), 1.0], "inf, nan or an element < 0"),
+    ([float("inf"), 1.0], "inf, nan or an element < 0"),
+    ([0.0, 0.0], "sum to 0"),
+    ([[0.2, 0.8], [0.0, 0.0]], "sum to 0"),
+])
+def test_multinomial_refuses_weights_that_are_no_distribution(weights, message):
+    with pytest.raises(ValueError, match=message):
+        lt.multinomial(lt.tensor(weights), 1)
+
+
+def test_multinomial_without_replacement_needs_as_many_positive_weights_as_samples():
+    with pytest.raises(ValueError, match="only 1 nonzero"):
+        lt.multinomial(lt.tensor([0.0, 1.0, 0.0]), 2)
+    assert lt.multinomial(lt.tensor([0.0, 1.0, 0.0]), 2, replacement=True).numpy().tolist() == [1, 1]

@@ -143,8 +143,8 @@ def _sum_cols_blocked(a, p, pieces):
 @nb.njit(nogil=True, cache=True)
 def extreme_rows(x, out, largest):
     """out[m] = max (or min) of x[m, :] for x of shape (M, K), K >= 1, or NaN if the row holds a NaN.
-    Returns how many rows came out zero or NaN: for those the caller takes NumPy's value, whose choice
-    among signed zeros and NaN payloads is its own."""
+    Returns how many rows came out zero or NaN: for those the caller takes the reference's value (the
+    first such element by position; this loop, vectorized, may combine its lanes in another order)."""
     M, K = x.shape
     unsure = 0
     for m in range(M):
@@ -258,8 +258,8 @@ def fold_sum(x, axes, pieces=one_piece, blocked=False):
 
 def extreme(x, axes, largest, pieces=one_piece):
     """max (or min) over `axes` (at least one reduced element), flattened over kept axes, or None when a
-    result is a zero or NaN: which signed zero or NaN payload comes out is NumPy's choice, so the caller
-    asks NumPy (the reference) for the whole reduction then."""
+    result is a zero or NaN: which signed zero or NaN payload comes out is fixed by position (the
+    first), so the caller asks the reference for the whole reduction then."""
     kind, a = layout(x, axes)
     if kind == "cols":
         a = np.ascontiguousarray(a.T)

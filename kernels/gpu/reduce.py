@@ -2,9 +2,10 @@
 float sums and means (blocked_sum) one work item per strided partial, then one per output.
 
 Matches kernels/reference/reduce.py: float sums, products, means, variances fold in float64 in
-row-major order of the reduced axes, starting from the first element, and round once; sums and means
-over more than BLOCK_SPAN elements take the reference's blocked order; integer and bool sums are exact
-in i64; amax/amin propagate NaN; argmax/argmin return the first position. A dialect without float64
+row-major order of the reduced axes, starting from the first element, and round once (a sum or mean
+adds +0 at the end: never -0.0); sums and means over more than BLOCK_SPAN elements take the reference's
+blocked order; integer and bool sums are exact in i64; amax/amin keep the first extreme element (the
+first NaN); argmax/argmin return the first position. A dialect without float64
 folds in float32 with Kahan compensation instead (not bit-identical, never blocked; see the docs).
 """
 import math
@@ -120,7 +121,7 @@ def blocked_sum(op, x_shape, x_dtype, axes, out_dtype):
              "  part[gid] = acc;"]
     first = KernelSpec("reduce_partials", [("part", "float64", True), ("x0", x_dtype, False)], (),
                        outputs * p, "\n".join(body))
-    result = "acc" if op == "sum" else f"acc / (double){count}"
+    result = "(acc + 0.0)" if op == "sum" else f"(acc + 0.0) / (double){count}"  # + 0.0: never -0.0
     combine = [f"  const double* lt_p = part + gid * {p}LL;", "  double acc = lt_p[0];",
                f"  for (i64 j = 1; j < {p}LL; ++j) acc = acc + lt_p[j];",
                f"  y[gid] = ({ctype(out_dtype)})({result});"]
@@ -146,12 +147,13 @@ def _fold(red_shape, red_strides, sym, value, wide, kahan):
 def _float_fold(op, red_shape, red_strides, count, correction, wide, oc, has_double):
     kahan = not has_double
     x = f"({wide})x0[lt_off]"
+    # A sum (and so a mean) stores acc + 0: the fold as if started from +0.0, never -0.0, as the reference.
     if op in ("sum", "prod"):
         lines = _fold(red_shape, red_strides, "+" if op == "sum" else "*", x, wide, kahan and op == "sum")
-        return lines + [f"  y[gid] = ({oc})acc;"]
+        return lines + [f"  y[gid] = ({oc})({'acc + 0' if op == 'sum' else 'acc'});"]
     if op == "mean":
         lines = _fold(red_shape, red_strides, "+", x, wide, kahan)
-        return lines + [f"  y[gid] = ({oc})(acc / ({wide}){count});"]
+        return lines + [f"  y[gid] = ({oc})((acc + 0) / ({wide}){count});"]
     # var / std: the mean by the left fold, then the left fold of squared deviations
     lines = ["  {"] + _fold(red_shape, red_strides, "+", x, wide, kahan)
     lines += [f"  lt_mu = acc / ({wide}){count};", "  }"]

@@ -5,7 +5,8 @@ The blocked order: a sum over K > BLOCK_SPAN elements v_0..v_{K-1} (row-major or
 positions) takes P = partials(K) partial sums; partial j is the float64 left fold of v_j, v_{j+P},
 v_{j+2P}, ..., and the result is the left fold of the partials in order. P depends on K alone, so
 every backend (and a GPU, one thread per partial) computes the same bytes; K <= BLOCK_SPAN gives P = 1,
-the plain left fold.
+the plain left fold. A float sum is never -0.0 (it starts from +0.0, as NumPy's and PyTorch's); a mean
+of integers folds in float64; amax/amin give the first extreme element in that order (docs/NUMERICS.md).
 """
 import math
 
@@ -70,7 +71,17 @@ def _sum_wide(x, axes, blocked=True):
     wide = _wide(x.dtype)
     if wide.kind != "f":
         return np.sum(x, axis=axes, dtype=wide)  # exact in integers: the order does not matter
-    return fold(np.add, x, axes, 0.0, blocked=blocked)
+    # + 0.0: the fold as if started from +0.0, so that a float sum is never -0.0 (NumPy's and PyTorch's
+    # sums start there); it changes nothing else, and needs no change to the order.
+    return fold(np.add, x, axes, 0.0, blocked=blocked) + 0.0
+
+
+def _mean_sum(x, axes, blocked):
+    """The sum a mean divides: for integers and bools the float64 left fold (NumPy's accumulator,
+    which cannot overflow as an int64 sum would), else the float sum."""
+    if x.dtype.kind in "iub":
+        return fold(np.add, x, axes, 0.0) + 0.0
+    return _sum_wide(x, axes, blocked).astype(_real_or_complex(x))
 
 
 def _out(result, attrs, x_shape):
@@ -97,7 +108,7 @@ def _count(x, axes):
 def mean(attrs, x):
     axes = attrs["axes"]
     with np.errstate(all="ignore"):
-        return _out(_sum_wide(x, axes).astype(_real_or_complex(x)) / _count(x, axes), attrs, x.shape)
+        return _out(_mean_sum(x, axes, True) / _count(x, axes), attrs, x.shape)
 
 
 def left_sum(attrs, x):
@@ -109,8 +120,7 @@ def left_mean(attrs, x):
     """`mean` with the plain left fold at any length (see left_sum)."""
     axes = attrs["axes"]
     with np.errstate(all="ignore"):
-        return _out(_sum_wide(x, axes, blocked=False).astype(_real_or_complex(x)) / _count(x, axes), attrs,
-                    x.shape)
+        return _out(_mean_sum(x, axes, False) / _count(x, axes), attrs, x.shape)
 
 
 def _var_wide(x, axes, correction):
@@ -130,12 +140,22 @@ def std(attrs, x):
         return _out(np.sqrt(_var_wide(x, attrs["axes"], attrs["correction"])), attrs, x.shape)
 
 
+def _picked(pick, x, axes):
+    """The element `pick` (np.argmax or np.argmin) chooses among each output's reduced elements, in
+    row-major order of the reduced positions: the first largest (smallest), or the first NaN. So the
+    order alone decides which of two equal values (+0.0, -0.0) comes out, on every backend."""
+    kept = [d for d in range(x.ndim) if d not in axes]
+    rows = np.transpose(x, kept + list(axes)).reshape(tuple(x.shape[d] for d in kept) + (_count(x, axes),))
+    at = pick(rows, axis=-1)[..., None]
+    return np.take_along_axis(rows, at, axis=-1)[..., 0]
+
+
 def amax(attrs, x):
-    return _out(np.max(x, axis=attrs["axes"]), attrs, x.shape)
+    return _out(_picked(np.argmax, x, attrs["axes"]), attrs, x.shape)
 
 
 def amin(attrs, x):
-    return _out(np.min(x, axis=attrs["axes"]), attrs, x.shape)
+    return _out(_picked(np.argmin, x, attrs["axes"]), attrs, x.shape)
 
 
 def _arg(fn, attrs, x):

@@ -25,15 +25,22 @@ def _ops(attrs):
     return ew, red, total
 
 
+def _shifted(ew, red, x):
+    """x - amax(x) along the axis (an empty row has no maximum, and nothing to shift)."""
+    if x.shape[red["axes"][0]] == 0:
+        return x.astype(ew["dtype"])
+    return _EW["sub"](ew, x, _RED["amax"](red, x))
+
+
 def softmax(attrs, x):
     ew, red, total = _ops(attrs)
-    e = _EW["exp"](ew, _EW["sub"](ew, x, _RED["amax"](red, x)))
+    e = _EW["exp"](ew, _shifted(ew, red, x))
     return _EW["div"](ew, e, total(e))
 
 
 def log_softmax(attrs, x):
     ew, red, total = _ops(attrs)
-    shifted = _EW["sub"](ew, x, _RED["amax"](red, x))
+    shifted = _shifted(ew, red, x)
     return _EW["sub"](ew, shifted, _EW["log"](ew, total(_EW["exp"](ew, shifted))))
 
 

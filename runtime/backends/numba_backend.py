@@ -202,15 +202,15 @@ class NumbaBackend(HostBackend):
         axes = attrs["axes"]
         if node.op in ("amax", "amin"):
             out = cpu_reduce.extreme(x, axes, node.op == "amax", parallel.pieces)
-            if out is None:  # a zero or NaN came out: NumPy picks which one
+            if out is None:  # a zero or NaN came out: the reference picks which one, by position
                 return KERNELS[node.op](attrs, x)
             return out.astype(node.dtype, copy=False).reshape(node.shape)
         n = _count(x.shape, axes)
         if node.op == "sum":
-            wide = cpu_reduce.fold_sum(x, axes, parallel.pieces, blocked=True)
+            wide = cpu_reduce.fold_sum(x, axes, parallel.pieces, blocked=True) + 0.0  # never -0.0
         else:
             # sums and means block long folds; a variance's mean is the plain left fold
-            mean = cpu_reduce.fold_sum(x, axes, parallel.pieces, blocked=node.op == "mean") / n
+            mean = (cpu_reduce.fold_sum(x, axes, parallel.pieces, blocked=node.op == "mean") + 0.0) / n
             if node.op == "mean":
                 wide = mean
             else:
