@@ -31,7 +31,7 @@ from .serialization import load, save
 from .device_api import (clear_transfer_log, devices, get_device, get_num_threads, kernel_cache_dir, memory_budget,
                          profile, register_device, residency_stats, set_device, set_memory_budget,
                          set_num_threads, set_transfer_log_capacity, transfer_log, transfer_log_capacity,
-                         tune_host_malloc)
+                         tune_host_malloc, when_compiling)
 
 globals().update(_UN)
 globals().update(_BIN)

@@ -48,6 +48,13 @@ def kernel_cache_dir(kind="numba"):
     return _devices.kernel_cache_dir(kind)
 
 
+def when_compiling(callback):
+    """`with lt.when_compiling(callback):` calls `callback()` once, as the first CPU kernel that is not in
+    the disk cache (`kernel_cache_dir()`) starts compiling inside the block: the first run on a machine,
+    or after an upgrade, spends seconds there that later runs do not."""
+    return _devices.first_compile(callback)
+
+
 def set_memory_budget(budget):
     """Cap the bytes resident on the device (int, or a string like "512MB"/"2GiB"); evicts down to it
     now. None restores the default (LAZYTENSOR_MEMORY_BUDGET, else a quarter of the device's free

@@ -6,9 +6,5 @@ from .counters import COUNTERS
 from .scheduler import realize
 from . import repeats  # installs itself in the scheduler
 from . import hostio
-from . import host_malloc
-
-if host_malloc.setting() == "tuned":  # process-wide, so only when asked (host_malloc.py)
-    host_malloc.tune()
 
 __all__ = ["Node", "pending_order", "walk", "Buffer", "Residency", "COUNTERS", "realize", "hostio"]

@@ -146,7 +146,8 @@ VARIABLES = (
     Variable("LAZYTENSOR_LOG_RECORDS", "a non-negative integer", 10000, "`10000`",
              "copy (and kernel) records the transfer log keeps; totals stay exact", _count(0)),
     Variable("LAZYTENSOR_MALLOC", "`tuned`, `default`", "", "unset",
-             "`tuned`: apply `lt.tune_host_malloc()` at import; `default`: `lazytensor train` leaves malloc alone",
+             "`tuned`: apply `lt.tune_host_malloc()` at the first computation; `default`: `lazytensor train` leaves "
+             "malloc alone",
              _choice("tuned", "default")),
     Variable("LAZYTENSOR_CACHE_DIR", "a folder", None, "`~/.cache/lazytensor`",
              "where compiled kernels (numba, fused, CUDA) are kept between runs", _text),
@@ -170,6 +171,13 @@ def get(name):
     if raw is None or not raw.strip():
         return var.default
     return var.parse(name, raw)
+
+
+def check_all():
+    """Parse every variable set in the environment now; ValueError (naming the first bad one) if any
+    cannot be read. A program that should fail before it starts working calls this first."""
+    for var in VARIABLES:
+        get(var.name)
 
 
 def default_cache_dir():

@@ -6,13 +6,15 @@ A device is registered once (`register`: name, open, probe); selection, `lt.devi
 virtual|cpu (default auto: the first available accelerator, else the CPU). A requested device that is
 missing prints one line on stderr and the program runs on the CPU.
 """
+import contextlib
 import ctypes
 import os
 import sys
 import weakref
 
 from ..kernels.cache import cache_path
-from . import config
+from ..kernels.cpu.numba_cache import first_compile as numba_first_compile
+from . import config, host_malloc
 from .backends.cuda_driver import open_driver
 from .backends.kernel_device import KernelDevice
 from .backends.metal import MetalBackend, unavailable_reason
@@ -65,6 +67,14 @@ def names():
     return ("auto",) + tuple(_REGISTRY) + ("cpu",)
 
 
+def first_compile(callback):
+    """A context manager: within it, `callback()` once, as the first CPU kernel that the disk cache did
+    not hold starts compiling (never with numba off)."""
+    if not any(b.name == "numba" for b in host_chain()):
+        return contextlib.nullcontext()
+    return numba_first_compile(callback)
+
+
 def kernel_cache_dir(kind="numba"):
     """The folder where compiled kernels of `kind` (numba, fused, cuda) are kept between processes."""
     return cache_path(kind)
@@ -79,7 +89,18 @@ def _host_chain():
     return tuple(chain)
 
 
-_HOST_CHAIN = _host_chain()
+_HOST_CHAIN = None  # host_chain(), built at first use: LAZYTENSOR_JIT is read then, not at import
+
+
+def host_chain():
+    """The host backends tried in order (see _host_chain), the same tuple for the whole process."""
+    global _HOST_CHAIN
+    if _HOST_CHAIN is None:
+        host_malloc.apply_if_asked()  # the engine starts: LAZYTENSOR_MALLOC=tuned applies now
+        _HOST_CHAIN = _host_chain()
+    return _HOST_CHAIN
+
+
 _state = {"device": None, "name": None, "noticed": set(), "created": []}
 
 
@@ -169,7 +190,7 @@ def describe():
         ok, why = entry.probe()
         entries.append({"name": entry.name, "kind": entry.kind, "available": ok, "reason": why})
     entries.append({"name": "cpu", "kind": "host", "available": True,
-                    "reason": " + ".join(b.name for b in _HOST_CHAIN) + " kernels"})
+                    "reason": " + ".join(b.name for b in host_chain()) + " kernels"})
     for e in entries:
         e["active"] = e["name"] == active
     return entries
@@ -228,7 +249,7 @@ def active_name():
 def chain():
     """Backends tried in order for each kernel: the active device (if any), then the host backends."""
     device = active_device()
-    return ((device,) if device is not None else ()) + _HOST_CHAIN
+    return ((device,) if device is not None else ()) + (_HOST_CHAIN or host_chain())
 
 
 def all_devices():

@@ -8,9 +8,9 @@ process's memory map. Measured on the `small` model at 2 threads: 254 -> 215 ms 
 to 256 MiB: freed arrays stay in the process for the next step, as a caching allocator would keep them.
 
 These settings belong to the whole process, so importing the library never applies them: a program
-opts in with `lt.tune_host_malloc()` or LAZYTENSOR_MALLOC=tuned (applied at import); `lazytensor
-train`, whose process is the library's own, applies them unless LAZYTENSOR_MALLOC=default. Other
-platforms and C libraries without `mallopt` are left alone.
+opts in with `lt.tune_host_malloc()` or LAZYTENSOR_MALLOC=tuned (applied at the first computation);
+`lazytensor train`, whose process is the library's own, applies them unless LAZYTENSOR_MALLOC=default.
+Other platforms and C libraries without `mallopt` are left alone.
 """
 import ctypes
 import sys
@@ -26,8 +26,16 @@ _applied = {"value": None}
 
 
 def setting():
-    """LAZYTENSOR_MALLOC: "tuned" (apply at import), "default" (never apply), or "" (apply on request)."""
+    """LAZYTENSOR_MALLOC: "tuned" (apply at the first computation), "default" (never apply), or "" (apply
+    on request)."""
     return config.get("LAZYTENSOR_MALLOC")
+
+
+def apply_if_asked():
+    """tune() if LAZYTENSOR_MALLOC=tuned (called when the host backends start, at the first computation:
+    a bad value then raises at a user's line, and `import lazytensor` never fails on one)."""
+    if setting() == "tuned":
+        tune()
 
 
 def tune():

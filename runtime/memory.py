@@ -6,6 +6,7 @@ import gc
 import math
 import sys
 import time
+import warnings
 import weakref
 
 import numpy as np
@@ -30,6 +31,15 @@ _budget_override = None
 def set_budget_override(nbytes):
     global _budget_override
     _budget_override = nbytes
+
+
+class BudgetWarning(RuntimeWarning):
+    """A memory budget above the device's memory: the device, not the budget, decides what fits."""
+
+
+def over_memory(nbytes, device, total):
+    """The words for a budget of `nbytes` above `device`'s `total` bytes."""
+    return f"a memory budget of {nbytes:,} bytes is more than the {device} device's {total:,} bytes"
 
 
 def default_budget(free_bytes):
@@ -66,8 +76,9 @@ class DeviceMemory:
         self.evicted_bytes = 0
         self._last_gc = (float("-inf"), False)
         self.memory_fallbacks = 0  # requests refused (budget or device full): the kernel ran elsewhere
-        self._free_at_start = backend.mem_info()[0]
-        self.budget = default_budget(self._free_at_start)
+        self._free_at_start, self._total = backend.mem_info()
+        self.budget = self._within_memory(default_budget(self._free_at_start),
+                                          " (LAZYTENSOR_MEMORY_BUDGET, or an lt.set_memory_budget before it started)")
 
     # ---- budget ---------------------------------------------------------------------------------
     def restore_default_budget(self):
@@ -81,8 +92,18 @@ class DeviceMemory:
         with ENGINE_LOCK:
             self._set_budget(nbytes)
 
+    def _within_memory(self, nbytes, source=""):
+        """`nbytes` as a budget; a budget above the device's memory is kept (the device then runs out
+        first, and kernels that find no room move down the chain) but warned about: it evicts nothing
+        the device could not hold anyway."""
+        nbytes = int(nbytes)
+        if self._total and nbytes > self._total:
+            warnings.warn(f"{over_memory(nbytes, self.backend.name, self._total)}{source}: the device runs out "
+                          f"before the budget does", BudgetWarning, stacklevel=3)
+        return nbytes
+
     def _set_budget(self, nbytes):
-        self.budget = int(nbytes)
+        self.budget = self._within_memory(nbytes)
         while self.resident_bytes > self.budget and self._evict_one():
             pass
 

@@ -54,15 +54,25 @@ class TransferLog:
     """
 
     def __init__(self, capacity=None):
-        self.capacity = config.get("LAZYTENSOR_LOG_RECORDS") if capacity is None else capacity
+        self._capacity = capacity  # None: LAZYTENSOR_LOG_RECORDS, read at the first record (not at import)
         self.profiling = 0
         self.generation = 0
         self.clear()
 
+    @property
+    def capacity(self):
+        if self._capacity is None:
+            self._bound()
+        return self._capacity
+
+    def _bound(self):
+        """Bound the ring buffers by LAZYTENSOR_LOG_RECORDS (read at the first record, not at import)."""
+        self.set_capacity(config.get("LAZYTENSOR_LOG_RECORDS"))
+
     def clear(self):
         """Forget every record and total (a profile open across this counts from here)."""
-        self.records = collections.deque(maxlen=self.capacity)
-        self.kernels = collections.deque(maxlen=self.capacity)
+        self.records = collections.deque(maxlen=self._capacity)
+        self.kernels = collections.deque(maxlen=self._capacity)
         self.transfer_count = 0
         self.kernel_count = 0
         self.copies = {}          # (direction, reason, device) -> [count, bytes, seconds]
@@ -75,7 +85,7 @@ class TransferLog:
         """Keep at most `n` records of each kind from now on (the newest when shrinking)."""
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise ValueError(f"the transfer log's capacity must be a non-negative int, got {n!r}")
-        self.capacity = n
+        self._capacity = n
         self.records = collections.deque(self.records, maxlen=n)
         self.kernels = collections.deque(self.kernels, maxlen=n)
 
@@ -93,6 +103,8 @@ class TransferLog:
     def record_bytes(self, direction, nbytes, node_id, op, reason, device, start_s, duration_s):
         """A copy of bytes that are no node's value (a kernel's index grouping, a device status word);
         `node_id`/`op` name what they belong to."""
+        if self._capacity is None:
+            self._bound()
         rec = Transfer(self.transfer_count, direction, nbytes, node_id, op, reason, device, start_s, duration_s)
         self.transfer_count += 1
         self.records.append(rec)
@@ -115,6 +127,8 @@ class TransferLog:
     def kernel_record(self, node_id, op, backend, shape, dtype, start_s, duration_s, seq=None):
         if seq is None:
             seq = self.reserve_kernel_seq()
+        if self._capacity is None:
+            self._bound()
         self.kernels.append(KernelLaunch(seq, node_id, op, backend, shape, dtype, start_s, duration_s))
         total = self.kernel_totals.get(backend)
         if total is None:

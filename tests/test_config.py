@@ -38,7 +38,7 @@ def test_only_the_configuration_module_reads_the_environment_for_our_variables()
     assert readers == []  # config.get reads os.environ with the name held in a variable
 
 
-@pytest.mark.parametrize("name,raw,message", [
+BAD_VALUES = [
     ("LAZYTENSOR_DEVICE", "gpu", "LAZYTENSOR_DEVICE must be one of auto, cpu, cuda, metal, virtual; got 'gpu'"),
     ("LAZYTENSOR_JIT", "maybe", "LAZYTENSOR_JIT must be 1 or 0"),
     ("LAZYTENSOR_NUM_THREADS", "0", "LAZYTENSOR_NUM_THREADS must be a positive integer, got '0'"),
@@ -46,7 +46,16 @@ def test_only_the_configuration_module_reads_the_environment_for_our_variables()
     ("LAZYTENSOR_MEMORY_BUDGET", "lots", "LAZYTENSOR_MEMORY_BUDGET: cannot read 'lots' as a number of bytes"),
     ("LAZYTENSOR_VIRTUAL_OFFLOAD", "sometimes", "LAZYTENSOR_VIRTUAL_OFFLOAD must be one of policy, always"),
     ("LAZYTENSOR_MALLOC", "fast", "LAZYTENSOR_MALLOC must be one of tuned, default"),
-])
+    ("LAZYTENSOR_FUSE", "x", "LAZYTENSOR_FUSE must be 1 or 0"),
+    ("LAZYTENSOR_REPLAY", "2", "LAZYTENSOR_REPLAY must be 1 or 0"),
+    ("LAZYTENSOR_CUDA_DRIVER", "opencl", "LAZYTENSOR_CUDA_DRIVER must be one of auto"),
+    ("LAZYTENSOR_VIRTUAL_MEMORY", "big", "LAZYTENSOR_VIRTUAL_MEMORY: cannot read 'big'"),
+    ("LAZYTENSOR_CUDA_MATMUL", "fast", "LAZYTENSOR_CUDA_MATMUL must be one of tiled, naive"),
+    ("LAZYTENSOR_HOST_BLAS", "mkl", "LAZYTENSOR_HOST_BLAS must be one of auto, numpy, blis"),
+]
+
+
+@pytest.mark.parametrize("name,raw,message", BAD_VALUES)
 def test_a_bad_value_raises_an_error_naming_the_variable(monkeypatch, name, raw, message):
     monkeypatch.setenv(name, raw)
     with pytest.raises(ValueError, match=re.escape(message)):
@@ -77,3 +86,57 @@ def test_the_kernel_cache_follows_the_variable_when_it_changes(monkeypatch, tmp_
 def test_every_device_checks_its_offload_option_the_same_way():
     with pytest.raises(ValueError, match="virtual offload must be 'policy' or 'always', got 'never'"):
         lt.set_device("virtual", offload="never")
+
+
+def _python(*args, **env):
+    """`python *args` with the environment plus `env`, its output captured."""
+    import os
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **env})
+
+
+# the variables read when the engine first starts (the host backends, the transfer log, malloc): a bad value
+# there used to fail `import lazytensor` itself, with a traceback
+@pytest.mark.parametrize("name,raw", [("LAZYTENSOR_JIT", "maybe"), ("LAZYTENSOR_MALLOC", "fast"),
+                                      ("LAZYTENSOR_LOG_RECORDS", "-3")])
+def test_a_bad_value_of_a_startup_variable_is_one_line_and_status_2_from_the_command(name, raw):
+    done = _python("-m", "lazytensor", "train", "--steps", "1", "--eval-iters", "1", "--sample-chars", "0",
+                   **{name: raw})
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"lazytensor train: error: {name} ") and done.stderr.count("\n") == 1, done.stderr
+    assert "step     0" not in done.stdout
+
+
+@pytest.mark.parametrize("name,raw,message", BAD_VALUES)
+def test_the_command_checks_every_variable_before_training(monkeypatch, capsys, name, raw, message):
+    from lazytensor import cli
+    monkeypatch.setenv(name, raw)
+    assert cli.main(["train", "--steps", "1", "--eval-iters", "1", "--sample-chars", "0"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"lazytensor train: error: {captured.err.split('error: ', 1)[1]}"
+    assert message in captured.err and captured.err.count("\n") == 1 and "step     0" not in captured.out
+
+
+def test_importing_lazytensor_succeeds_with_a_bad_value_and_the_first_computation_names_it():
+    done = _python("-c", "import lazytensor as lt\nprint('imported')\n"
+                             "try:\n    lt.ones(3).sum().item()\nexcept ValueError as e:\n    print(e)",
+                             LAZYTENSOR_JIT="maybe")
+    assert done.stdout.splitlines() == ["imported", "LAZYTENSOR_JIT must be 1 or 0 (on/off, true/false, yes/no), "
+                                                    "got 'maybe'"], done.stderr
+
+
+def test_an_unwritable_cache_folder_is_one_line_naming_the_variable_and_kernels_still_run(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    code = ("import glob, lazytensor as lt\n"
+            "before = set(glob.glob('/tmp/lazytensor-kernels-*'))\n"
+            "print(float((lt.arange(100000, dtype=lt.float64) * 2).sum()), lt.kernel_cache_dir())")
+    done = _python("-c", code, LAZYTENSOR_CACHE_DIR=str(blocker / "cache"))
+    assert done.returncode == 0, done.stderr
+    value, folder = done.stdout.split()
+    assert float(value) == 9999900000.0
+    assert done.stderr.startswith(f"lazytensor: the kernel cache folder {blocker / 'cache'} cannot be written")
+    assert "set LAZYTENSOR_CACHE_DIR to a writable folder" in done.stderr and done.stderr.count("\n") == 1
+    assert not Path(folder).exists()  # the stand-in folder went with the process

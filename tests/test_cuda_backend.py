@@ -485,3 +485,18 @@ def test_a_profiled_training_step_on_the_emulated_driver_waits_only_at_its_host_
     assert reads.get("item") == 1 and len(waits) <= sum(reads.values())  # the batch's data read and the loss
     assert len(p.kernels) == lt.counters()["kernels"] > 50
     assert all(k.duration_s >= 0 for k in p.kernels)
+
+
+def test_the_emulated_driver_leaves_no_temporary_folder_behind(tmp_path):
+    import subprocess
+    import sys
+    from lazytensor.kernels.gpu import c_emulation
+    if c_emulation.compiler() is None:
+        pytest.skip("the emulated CUDA driver needs a C compiler (cc)")
+    code = ("import lazytensor as lt\n"
+            "from lazytensor.kernels.gpu import c_emulation\n"
+            "lt.set_device('cuda', driver='emulated', offload='always')\n"
+            "print(float((lt.ones(64) * 3).sum()), c_emulation._dir)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    value, folder = done.stdout.split()
+    assert float(value) == 192.0 and folder.startswith("/") and not os.path.exists(folder), done.stderr

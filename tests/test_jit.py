@@ -858,6 +858,7 @@ def test_planned_replays_under_any_memory_budget_compute_what_eager_steps_comput
     _same(*results)
 
 
+@pytest.mark.filterwarnings("ignore:a memory budget of")  # the device smaller than its budget, on purpose
 def test_a_replay_whose_device_memory_runs_out_midway_starts_over_and_computes_the_same():
     results = []
     for compiled in (False, True):
@@ -887,6 +888,7 @@ def test_a_replay_while_profiling_runs_through_the_executors_and_records_each_ke
     assert len(prof.kernels) == lt.counters()["kernels"]
 
 
+@pytest.mark.filterwarnings("ignore:a memory budget of")  # the device smaller than its budget, on purpose
 def test_a_device_with_barely_room_for_a_step_trains_with_its_own_bookkeeping_evicting_values():
     """The status word the index kernels report into, and their index groupings, are allocated through
     the memory manager: on a nearly full device they evict values (downloaded first) or run elsewhere,

@@ -94,3 +94,16 @@ def test_pinned_pool_past_its_cap_hands_out_plain_arrays():
     keep = [pool.take((1024,), np.float32)]
     extra = pool.take((1024,), np.float32)
     assert pool.pooled_bytes == 4096 and extra.base is None and keep
+
+
+def test_a_budget_larger_than_the_device_is_a_warning_naming_both_sizes(virtual):
+    virtual(memory="64MB")
+    with pytest.warns(lt.runtime.memory.BudgetWarning, match="a memory budget of 100,000,000 bytes is more than "
+                                                            "the virtual device's 64,000,000 bytes"):
+        assert lt.set_memory_budget("100MB") == 100_000_000  # kept: the device runs out first
+
+
+def test_a_budget_variable_larger_than_the_device_is_a_warning_when_the_device_starts(monkeypatch):
+    monkeypatch.setenv("LAZYTENSOR_MEMORY_BUDGET", "1GB")
+    with pytest.warns(lt.runtime.memory.BudgetWarning, match="LAZYTENSOR_MEMORY_BUDGET"):
+        lt.set_device("virtual", memory="64MB")

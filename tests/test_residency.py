@@ -157,6 +157,7 @@ def test_a_budget_of_none_on_the_cpu_is_no_budget():
     assert lt.set_memory_budget(None) is None and lt.memory_budget() is None
 
 
+@pytest.mark.filterwarnings("ignore:a memory budget of")  # the device smaller than its budget, on purpose
 def test_out_of_memory_in_a_tiny_arena_degrades_to_eviction_or_the_cpu(virtual, big):
     device = virtual(memory="300KB", budget="1GB")  # budget larger than the arena: the arena runs out
     x = lt.tensor(big)

@@ -4,6 +4,7 @@ On the virtual device (every kernel offloaded) the bytes read must equal the CPU
 happen, no value may be lost, and resident bytes must never exceed the budget.
 """
 import numpy as np
+import pytest
 from hypothesis import given, strategies as st
 
 import lazytensor as lt
@@ -58,6 +59,7 @@ def _execute(steps, seed):
     return reads, [t.numpy().tobytes() for t in pool]
 
 
+@pytest.mark.filterwarnings("ignore:a memory budget of")  # budgets above small arenas, on purpose
 @given(programs())
 def test_random_programs_under_random_budgets_match_the_cpu_byte_for_byte(program):
     steps, budget, arena, seed = program

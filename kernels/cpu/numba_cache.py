@@ -10,9 +10,10 @@ functions from other files (softmax's rows call special32's exp): a change there
 cached machine code stale. So a function's stamp here is that of every source file of the kernels
 folder: a change to any of them recompiles every kernel once.
 """
+import contextlib
 import os
 
-from numba.core import caching
+from numba.core import caching, event
 
 from ..cache import cache_path
 
@@ -58,6 +59,29 @@ class KernelCacheLocator(_UserProvided):
             return None
         # skip _UserProvided.from_function, which declines unless NUMBA_CACHE_DIR is set
         return super(_UserProvided, cls).from_function(py_func, py_file)
+
+
+class _FirstCompile(event.Listener):
+    """Calls `callback()` when the first of its compilations starts, then never again."""
+
+    def __init__(self, callback):
+        self.callback = callback
+
+    def on_start(self, ev):
+        callback, self.callback = self.callback, None
+        if callback is not None:
+            callback()
+
+    def on_end(self, ev):
+        pass
+
+
+@contextlib.contextmanager
+def first_compile(callback):
+    """Within the block, `callback()` once, as numba starts compiling a function its cache did not
+    hold (a kernel loaded from the disk cache is no compilation)."""
+    with event.install_listener("numba:compile", _FirstCompile(callback)):
+        yield
 
 
 def install():

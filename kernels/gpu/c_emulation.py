@@ -4,6 +4,7 @@ This is how the device kernel descriptions are checked against the reference ker
 exists (tests, and the CUDA backend's emulated driver): same bodies, same operation order, no
 contraction of a*b+c unless the spec allows it.
 """
+import atexit
 import ctypes
 import hashlib
 import os
@@ -29,6 +30,7 @@ def _build(source, fmad):
     global _dir
     if _dir is None:
         _dir = tempfile.mkdtemp(prefix="lazytensor-cemu-")
+        atexit.register(shutil.rmtree, _dir, ignore_errors=True)  # a process's kernels are its own
     key = hashlib.sha256((source + str(fmad)).encode()).hexdigest()[:20]
     so = os.path.join(_dir, f"k{key}.so")
     if not os.path.exists(so):
