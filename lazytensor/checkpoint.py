@@ -3,6 +3,7 @@ import hashlib
 import json
 import os
 import zipfile
+import zlib
 
 import numpy as np
 
@@ -106,7 +107,8 @@ def save(path, model, optimizer=None, meta=None, require_finite=False):
 
 # What reading a damaged or foreign .npz raises (np.load with allow_pickle=False never unpickles; a bad
 # JSON record or its text raises ValueErrors).
-ARCHIVE_ERRORS = (zipfile.BadZipFile, OSError, ValueError, EOFError)
+ARCHIVE_ERRORS = (zipfile.BadZipFile, OSError, ValueError, EOFError, RecursionError, zlib.error,
+                  NotImplementedError)
 
 
 def read_archive(path, record_key):
@@ -133,12 +135,42 @@ def read(path):
                               f"the file is corrupt or truncated") from None
     if header is None:
         raise CheckpointError(f"{path}: not a lazytensor checkpoint (no header)")
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{path}: corrupt checkpoint header (a {type(header).__name__}, not an object)")
     if header.get("format") != FORMAT:
-        raise CheckpointError(f"{path}: unknown checkpoint format {header.get('format')!r}")
+        raise CheckpointError(f"{path}: unknown checkpoint format {str(header.get('format'))[:40]!r}")
+    problem = _header_problem(header)
+    if problem is not None:
+        raise CheckpointError(f"{path}: corrupt checkpoint header ({problem})")
     for k, info in header["arrays"].items():
         if k not in arrays or _digest(arrays[k]) != info["sha256"]:
             raise CheckpointError(f"{path}: array {k!r} is missing or its checksum does not match (corrupt file)")
     return arrays, header
+
+
+def _header_problem(header):
+    """What in a checkpoint header has a shape `save` never writes, or None: the arrays' manifest, the
+    optimizer's state and groups, and the meta object (whose fields the training job checks itself)."""
+    manifest = header.get("arrays")
+    if not isinstance(manifest, dict):
+        return "'arrays' is not an object"
+    for k, info in manifest.items():
+        if not (isinstance(info, dict) and isinstance(info.get("sha256"), str)):
+            return f"the manifest entry of {k[:40]!r} has no checksum"
+    opt = header.get("optimizer")
+    if opt is not None:
+        if not (isinstance(opt, dict) and isinstance(opt.get("state"), dict)
+                and isinstance(opt.get("param_groups"), list)):
+            return "'optimizer' has no 'state' object and 'param_groups' list"
+        if not all(isinstance(st, dict) for st in opt["state"].values()):
+            return "an optimizer state entry is not an object"
+        if not all(isinstance(g, dict) for g in opt["param_groups"]):
+            return "an optimizer parameter group is not an object"
+        if not all(isinstance(i, str) and i.isdigit() for i in opt["state"]):
+            return "an optimizer state key is not a parameter number"
+    if not isinstance(header.get("meta", {}), dict):
+        return "'meta' is not an object"
+    return None
 
 
 def load(path, model, optimizer=None):
@@ -160,6 +192,8 @@ def load(path, model, optimizer=None):
             raise CheckpointError(f"{path}: holds no optimizer state")
         restored = {}
         for i, st in opt["state"].items():
+            if any(v == "array" and f"optim/{i}/{k}" not in arrays for k, v in st.items()):
+                raise CheckpointError(f"{path}: optimizer state of parameter {i} names an array the file lacks")
             restored[int(i)] = {k: (arrays[f"optim/{i}/{k}"] if v == "array" else v) for k, v in st.items()}
         try:
             optimizer.load_state_dict({"state": restored, "param_groups": opt["param_groups"]})

@@ -78,6 +78,7 @@ def _train_parser(sub):
     p.add_argument("--nproc", type=int, default=None,
                    help="train data-parallel on N processes of this machine: runs mpiexec -n N lazytensor "
                         "train with the other options (needs lazytensor[mpi]; on a cluster call mpiexec)")
+    p.add_argument("--stop-dir", help=argparse.SUPPRESS)  # set by --nproc's launcher for its ranks
 
 
 def main(argv=None):
@@ -113,7 +114,7 @@ def _without_nproc(argv):
 def _launch_ranks(n, argv):
     """`--nproc N`: the same command under `mpiexec -n N` (its exit status is the job's)."""
     import shutil
-    import subprocess
+    from . import rank_launcher
     from .runtime.collectives import launched_by_mpi
     if n < 1:
         print(f"lazytensor train: error: --nproc {n}: give at least 1 process", file=sys.stderr)
@@ -127,16 +128,18 @@ def _launch_ranks(n, argv):
         print("lazytensor train: error: --nproc needs mpiexec: pip install 'lazytensor[mpi]' (mpi4py and "
               "MPICH), or load your cluster's MPI", file=sys.stderr)
         return 2
-    return subprocess.call([mpiexec, "-n", str(n), sys.executable, "-m", "lazytensor"] + _without_nproc(argv))
+    return rank_launcher.launch(mpiexec, n, _without_nproc(argv))
 
 
 def _train(args):
     """Run the training job; exit status 0 done, 1 a NaN loss or an output not written, 2 bad input,
-    130 stopped by Ctrl-C or SIGTERM."""
-    from .runtime import host_malloc
+    130 stopped by Ctrl-C (SIGINT), 143 by SIGTERM."""
+    from .runtime import config, host_malloc
+    from .stop_request import exit_status
     from .train import TrainConfig, run
     options = {k: v for k, v in vars(args).items() if k not in ("command", "nproc")}
     try:
+        config.check_all()  # a bad LAZYTENSOR_* value: one line now, not a traceback mid-run
         if host_malloc.setting() != "default":
             host_malloc.tune()  # this process is ours: keep freed arrays for the next step
         result = run(TrainConfig(**options))
@@ -146,13 +149,13 @@ def _train(args):
     except (ValueError, OSError) as exc:  # TrainError, CheckpointError, a bad --budget, an unreadable file
         print(f"lazytensor train: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("lazytensor train: stopped at once (checkpoints already written are kept)", file=sys.stderr)
+    except KeyboardInterrupt:  # before the run began (the run reports its own)
+        print("lazytensor train: stopped at once, before training began; nothing was written", file=sys.stderr)
         return 130
     if "message" in result:
         print(f"lazytensor train: {result['message']}", file=sys.stderr)
-    if result["status"] == "interrupted":
-        return 130
+    if result["status"] in ("interrupted", "aborted"):
+        return exit_status(result["signal"])
     return 1 if result["status"] == "nonfinite" or result["errors"] else 0
 
 

@@ -88,31 +88,85 @@ class Optimizer:
                   for g in self.param_groups]
         return {"state": state, "param_groups": groups}
 
+    # The per-parameter state entries a subclass keeps: (names of tensors, names of counts).
+    STATE_TENSORS, STATE_COUNTS = (), ()
+
     def load_state_dict(self, state_dict):
+        """Take the hyperparameters and per-parameter state of `state_dict` (what `state_dict()` gave,
+        possibly through a file). ValueError, naming the entry, for one that does not fit this
+        optimizer; nothing is changed then."""
         params = self._params()
+        if not isinstance(state_dict, dict) or not isinstance(state_dict.get("param_groups"), (list, tuple)) \
+                or not isinstance(state_dict.get("state"), dict):
+            raise ValueError("load_state_dict: expected {'state': {...}, 'param_groups': [...]}")
         groups = state_dict["param_groups"]
         if len(groups) != len(self.param_groups) or any(
-                len(a["params"]) != len(b["params"]) for a, b in zip(groups, self.param_groups)):
+                not isinstance(a, dict) or not isinstance(a.get("params"), (list, tuple))
+                or len(a["params"]) != len(b["params"]) for a, b in zip(groups, self.param_groups)):
             raise ValueError("load_state_dict: the saved parameter groups do not match this optimizer's")
-        for saved, own in zip(groups, self.param_groups):
-            own.update({k: v for k, v in saved.items() if k != "params"})
-        self.state = {}
+        hyper = [{k: _hyperparameter(k, v, own) for k, v in saved.items() if k != "params"}
+                 for saved, own in zip(groups, self.param_groups)]
+        state = {}
         for i, st in state_dict["state"].items():
-            p = params[int(i)]
-            entry = {}
-            for k, v in st.items():
-                if isinstance(v, (Tensor, np.ndarray)):
-                    if tuple(v.shape) != p.shape:
-                        raise ValueError(f"load_state_dict: state {k!r} of parameter {i} has shape "
-                                         f"{tuple(v.shape)}, the parameter {p.shape}")
-                    # a tensor of its own: a step replaces its value in place (the saved one stays)
-                    v = tensor(v, dtype=p.dtype) if isinstance(v, np.ndarray) else v.detach()
-                entry[k] = v
-            self.state[id(p)] = entry
+            try:
+                p = params[int(i)]
+            except (TypeError, ValueError, IndexError):
+                raise ValueError(f"load_state_dict: state for parameter {i!r}, of {len(params)}") from None
+            if not isinstance(st, dict):
+                raise ValueError(f"load_state_dict: the state of parameter {i} is not a dict")
+            state[id(p)] = self._state_entry(i, st, p)
+        for saved, own in zip(hyper, self.param_groups):
+            own.update(saved)
+        self.state = state
+
+    def _state_entry(self, i, st, p):
+        """The state of parameter number `i` (`p`) from its saved entry `st`, checked."""
+        expected = set(self.STATE_TENSORS) | set(self.STATE_COUNTS)
+        if expected and (set(st) - expected or (self.STATE_COUNTS and set(st) != expected)):
+            raise ValueError(f"load_state_dict: parameter {i}'s state has entries {sorted(map(str, st))}; "
+                             f"{type(self).__name__} keeps {sorted(expected)}")
+        entry = {}
+        for k, v in st.items():
+            if not expected and not isinstance(v, (Tensor, np.ndarray)):
+                entry[k] = v  # an optimizer that declares no state: kept as given
+                continue
+            if k in self.STATE_COUNTS:
+                if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+                    raise ValueError(f"load_state_dict: state {k!r} of parameter {i} is {v!r}, not a count")
+                entry[k] = int(v)
+                continue
+            if not isinstance(v, (Tensor, np.ndarray)) or (isinstance(v, np.ndarray) and v.dtype.kind not in "fiu"):
+                raise ValueError(f"load_state_dict: state {k!r} of parameter {i} is not an array")
+            if tuple(v.shape) != p.shape:
+                raise ValueError(f"load_state_dict: state {k!r} of parameter {i} has shape "
+                                 f"{tuple(v.shape)}, the parameter {p.shape}")
+            # a tensor of its own: a step replaces its value in place (the saved one stays)
+            entry[k] = tensor(v, dtype=p.dtype) if isinstance(v, np.ndarray) else v.detach()
+        return entry
+
+
+def _hyperparameter(name, value, group):
+    """A saved hyperparameter, checked to be of the kind this optimizer's `group` holds under `name` (a
+    number, or a pair of numbers such as betas)."""
+    def number(v):
+        return isinstance(v, (int, float, np.number)) and not isinstance(v, (bool, np.bool_)) and math.isfinite(v)
+    if name not in group:
+        raise ValueError(f"load_state_dict: unknown hyperparameter {name!r} in a saved parameter group")
+    own = group[name]
+    if isinstance(own, tuple):
+        if isinstance(value, (list, tuple)) and len(value) == len(own) and all(number(v) for v in value):
+            return tuple(value)
+    elif number(own) and number(value):
+        return value
+    elif type(value) is type(own):
+        return value
+    raise ValueError(f"load_state_dict: hyperparameter {name!r} is {value!r}; this optimizer holds {own!r}")
 
 
 class SGD(Optimizer):
     """p <- p - lr * (g + wd p), with momentum buf <- momentum buf + g (PyTorch's form, no dampening)."""
+
+    STATE_TENSORS = ("momentum_buffer",)
 
     def __init__(self, params, lr=1e-3, momentum=0.0, weight_decay=0.0):
         super().__init__(params, {"lr": lr, "momentum": momentum, "weight_decay": weight_decay})
@@ -146,6 +200,7 @@ class AdamW(Optimizer):
     """Adam with decoupled weight decay (PyTorch's defaults); each parameter's update is one fused node."""
 
     decoupled = True  # weight decay shrinks the parameter (AdamW), not added to the gradient (Adam)
+    STATE_TENSORS, STATE_COUNTS = ("exp_avg", "exp_avg_sq"), ("step",)
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
         if lr < 0 or eps < 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):

@@ -38,9 +38,14 @@ def load(f, weights_only=True):
                         f"lt.save wrote, and never unpickles") from None
     if header is None:
         raise LoadError(f"{path}: not a file lt.save wrote (no structure record)")
+    if not isinstance(header, dict) or "structure" not in header:
+        raise LoadError(f"{path}: corrupt structure record (not an object with a structure)")
     if header.get("format") != FORMAT:
         raise LoadError(f"{path}: unknown format {header.get('format')!r}")
-    return _decode(header["structure"], arrays, path)
+    try:
+        return _decode(header["structure"], arrays, path)
+    except RecursionError:
+        raise LoadError(f"{path}: corrupt structure record (nested too deeply)") from None
 
 
 def _encode(obj, arrays):
@@ -68,20 +73,40 @@ def _encode(obj, arrays):
                     f"dicts, lists or tuples of them (a model: model.state_dict())")
 
 
+def _corrupt(path, what):
+    return LoadError(f"{path}: corrupt structure record ({what})")
+
+
 def _decode(node, arrays, path):
+    """The object a structure record entry stands for; LoadError for any entry `_encode` never writes."""
     if not isinstance(node, dict) or len(node) != 1:
-        raise LoadError(f"{path}: corrupt structure record")
+        raise _corrupt(path, f"an entry is {type(node).__name__} {_short(node)}, not a one-key object")
     (kind, value), = node.items()
     if kind in ("tensor", "ndarray"):
-        if value not in arrays:
-            raise LoadError(f"{path}: array {value!r} is missing (corrupt file)")
+        if not isinstance(value, str) or value not in arrays:
+            raise LoadError(f"{path}: array {_short(value)} is missing (corrupt file)")
         return Tensor(hostio.data_node(arrays[value], exclusive=True)) if kind == "tensor" else arrays[value]
+    if kind in ("dict", "list", "tuple") and not isinstance(value, list):
+        raise _corrupt(path, f"a {kind} entry holds {type(value).__name__} {_short(value)}, not a list")
     if kind == "dict":
-        return {k: _decode(v, arrays, path) for k, v in value}
+        out = {}
+        for pair in value:
+            if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], (str, int))
+                    and not isinstance(pair[0], bool)):
+                raise _corrupt(path, f"a dict item is {_short(pair)}, not a [key, entry] pair")
+            out[pair[0]] = _decode(pair[1], arrays, path)
+        return out
     if kind == "list":
         return [_decode(v, arrays, path) for v in value]
     if kind == "tuple":
         return tuple(_decode(v, arrays, path) for v in value)
     if kind == "value":
+        if value is not None and not isinstance(value, (bool, int, float, str)):
+            raise _corrupt(path, f"a value entry holds {type(value).__name__} {_short(value)}")
         return value
-    raise LoadError(f"{path}: unknown entry {kind!r} in the structure record")
+    raise LoadError(f"{path}: unknown entry {_short(kind)} in the structure record")
+
+
+def _short(value, limit=40):
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -19,19 +19,22 @@ import numpy as np
 
 import lazytensor
 
-from . import checkpoint, distributed, grad_mode, nn, optim
+from . import checkpoint, distributed, grad_mode, nn, optim, train_report
 from .compiled import jit
 from .creation import tensor
 from .data import CharDataset, default_corpus
 from .dtypes import float64
-from .device_api import get_device, kernel_cache_dir, profile, residency_stats, set_device, set_memory_budget
+from .device_api import (get_device, kernel_cache_dir, profile, residency_stats, set_device, set_memory_budget,
+                         when_compiling)
 from .evaluation import realize
 from .models import llama
 from .models.gpt import CONFIGS, GPT, GPTConfig
 from .random import get_rng_state, manual_seed, set_rng_state
-from .runtime import collectives, devices
+from .rank_launcher import rank_pid_file
+from .runtime import collectives
+from .runtime.config import parse_bytes
 from .stop_request import StopRequest
-from .train_config import TrainConfig, TrainError, check, plan_of, resolve  # noqa: F401 (TrainConfig: API)
+from .train_config import TrainConfig, TrainError, check, check_resumed, plan_of, resolve  # noqa: F401 (API)
 
 EVAL_SEED = 20240601  # every evaluation draws the same batches, and leaves the training draws untouched
 
@@ -133,23 +136,31 @@ def _read_text(path):
 
 def _dataset(text, cfg, block):
     """The dataset, once both splits are known to hold a batch (checked before training starts)."""
-    data = CharDataset(text)
+    source = f"--text {cfg.text}" if cfg.text else "the corpus"
     need = math.ceil((block + 2) / 0.1) + 1  # the validation split is the last tenth
-    for split in ("train", "val"):
-        if len(getattr(data, split)) <= block + 1:
-            source = f"--text {cfg.text}" if cfg.text else "the corpus"
-            raise TrainError(f"{source}: {len(text):,} characters leave {len(getattr(data, split)):,} for "
-                             f"the {split} split, fewer than the {block + 2} a block of {block} needs; "
-                             f"use a text of at least {need:,} characters or --config tiny")
-    return data
+    if not text:
+        raise TrainError(f"{source}: the file is empty; give a text of at least {need:,} characters")
+    train = int(len(text) * 0.9)  # CharDataset's split
+    for split, held in (("train", train), ("val", len(text) - train)):
+        if held <= block + 1:
+            smaller = [name for name, c in CONFIGS.items() if c["block_size"] < block]
+            hint = f" (or --config {smaller[0]}, whose blocks are shorter)" if smaller else ""
+            raise TrainError(f"{source}: {len(text):,} characters leave {held:,} for the {split} split, fewer "
+                             f"than the {block + 2} a block of {block} needs; use a text of at least {need:,} "
+                             f"characters{hint}")
+    return CharDataset(text, val_fraction=0.1)
 
 
 def _resume_point(cfg):
     """(meta, plan saved in the checkpoint) for --resume, checked against this run's --steps."""
     if not cfg.resume:
         return None, None
-    _, header = checkpoint.read(cfg.resume)
+    try:
+        _, header = checkpoint.read(cfg.resume)
+    except checkpoint.CheckpointError as exc:
+        raise TrainError(f"--resume {exc}") from None  # the message begins with the file's name
     meta = header.get("meta", {})
+    check_resumed(cfg.resume, meta)
     saved = {"config": meta.get("config"), "model": "gpt", **meta.get("plan", {})}  # older ones: all GPTs
     done = int(meta.get("step", 0))
     if cfg.steps <= done:
@@ -158,13 +169,13 @@ def _resume_point(cfg):
     return meta, saved
 
 
-def _first_run_note(out):
-    if not any(backend.name == "numba" for backend in devices.chain()):
-        return  # numba is off (LAZYTENSOR_JIT=0): nothing compiles
-    folder = kernel_cache_dir("numba")
-    if not (os.path.isdir(folder) and os.listdir(folder)):
-        print(f"first run on this machine: step 0 compiles the CPU kernels (10-20 s; kept in {folder} "
-              "for later runs)", file=out, flush=True)
+def _compile_note(out):
+    """The line printed when kernels start compiling (the first run on a machine, or after an upgrade)."""
+    def note():
+        if _ranks()[0] == 0:
+            print(f"compiling the CPU kernels: once per machine and version (tens of seconds); they are kept "
+                  f"in {os.path.dirname(kernel_cache_dir())} for later runs", file=out, flush=True)
+    return when_compiling(note)
 
 
 def _progress(cfg, start, show):
@@ -185,6 +196,7 @@ class _Run:
         self.history = {"steps": [], "loss": [], "val_steps": [], "val_loss": []}
         self.step_times = collections.deque(maxlen=1000)
         self.saved_step = None  # the step of the newest good checkpoint (this run's or the resumed one)
+        self.written = False  # whether this run wrote a checkpoint
         self.errors = []
 
     def say(self, line, bar=None):
@@ -201,27 +213,75 @@ class _Run:
                 "plan": plan_of(self.cfg), "rng": rng_state, "history": self.history}
         checkpoint.save(self.cfg.checkpoint, model, opt, meta=meta, require_finite=True)
         self.saved_step = completed
+        self.written = True
+
+    def kept(self):
+        """What a run stopped early leaves to continue from, in words."""
+        if self.written:
+            return f"the checkpoint of step {self.saved_step} is kept in {self.cfg.checkpoint}"
+        if self.cfg.resume:
+            return f"nothing was saved; --resume {self.cfg.resume} (step {self.saved_step}) is unchanged"
+        return "no checkpoint was written" + ("" if self.cfg.checkpoint else " (no --checkpoint given)")
+
+
+_STOP_CODES = {"SIGINT": 1, "SIGTERM": 2}
+
+
+def _agreed_stop(stop, size):
+    """The signal that asked this job to stop, or None: the same on every rank (a request any rank saw
+    stops them all after this step; one collective of 8 bytes per step)."""
+    name = stop.poll()
+    if size == 1:
+        return name
+    code = tensor([_STOP_CODES.get(name, 0)])
+    distributed.all_reduce(code, "max")
+    return {v: k for k, v in _STOP_CODES.items()}.get(int(code.item()))
 
 
 def run(cfg, out=None):
     """Train, report (to `out`, default stdout), and return a dict of what happened: "status" ("done",
-    "interrupted" or "nonfinite"), losses, timings, stats. Bad settings raise TrainError first."""
+    "interrupted", "aborted" or "nonfinite"), losses, timings, stats. Bad settings raise TrainError
+    first."""
     out = sys.stdout if out is None else out
     check(cfg)
+    started = {}  # what _run has set up so far: the run's _Run, once it exists
+    with _compile_note(out):
+        try:
+            return _run(cfg, out, started)
+        except KeyboardInterrupt:  # a Ctrl-C outside the loop (building, the final checkpoint, the report)
+            state = started.get("state")
+            kept = state.kept() if state is not None else "nothing was written"
+            result = {"status": "aborted", "signal": "SIGINT", "errors": [],
+                      "message": f"stopped at once; {kept}"}
+            return _quiet_unless_first(result, _ranks()[0])
+
+
+def _run(cfg, out, started):
     rank, size = _join_job()
     if rank != 0:  # rank 0 reports and writes; the others train quietly (and decide alike: same cfg)
         out = io.StringIO()
         cfg = dataclasses.replace(cfg, png=None, progress=False)
+    if cfg.stop_dir is not None:  # a rank of `--nproc N`: its launcher signals it by this file
+        with open(rank_pid_file(cfg.stop_dir, rank), "w") as f:
+            f.write(str(os.getpid()))
     meta, saved = _resume_point(cfg)
     cfg = resolve(cfg, saved)
     if cfg.device is not None:
         set_device(cfg.device)
     if cfg.budget is not None:
-        set_memory_budget(cfg.budget)
+        if get_device() == "cpu":
+            raise TrainError(f"--budget {cfg.budget}: the cpu device keeps nothing resident, so a budget would "
+                             "change nothing; give it with --device virtual or a GPU")
+        nbytes = parse_bytes(cfg.budget)  # its form was checked with the other flags
+        total = residency_stats()["devices"].get(get_device(), {}).get("device_total")
+        if total and nbytes > total:
+            raise TrainError(f"--budget {cfg.budget}: more than the {get_device()} device's {total:,} bytes of "
+                             "memory; give at most that")
+        set_memory_budget(nbytes)
     manual_seed(cfg.seed)
     batch_size, block = CONFIGS[cfg.config]["batch_size"], CONFIGS[cfg.config]["block_size"]
     data = _dataset(_read_text(cfg.text), cfg, block)
-    state = _Run(cfg, out)
+    state = started["state"] = _Run(cfg, out)
     if meta is not None and meta.get("vocab") not in (None, "".join(data.chars)):
         raise TrainError(f"--resume {cfg.resume}: the checkpoint was trained on a text with another vocabulary "
                          f"({len(meta['vocab'])} characters; this text has {data.vocab_size}); "
@@ -230,7 +290,10 @@ def run(cfg, out=None):
     model, opt, sched = build(cfg, data)
     start = 0
     if meta is not None:
-        checkpoint.load(cfg.resume, model, opt)
+        try:
+            checkpoint.load(cfg.resume, model, opt)
+        except checkpoint.CheckpointError as exc:
+            raise TrainError(f"--resume {exc}") from None
         start = state.saved_step = int(meta["step"])
         if "rng" in meta:
             set_rng_state(meta["rng"])
@@ -245,13 +308,14 @@ def run(cfg, out=None):
     state.say(f"lazytensor train: {cfg.model} config {cfg.config} ({model.num_parameters():,} parameters, "
               f"{len(data.train):,} training chars, vocab {data.vocab_size}), device {device}, "
               f"{cfg.steps} steps, batch {batch_size} x {block}{resumed}{ranks}, {how}")
-    _first_run_note(out)
-    status, bad_value, step = "done", None, start - 1
+    status, bad_value, step, stopping = "done", None, start - 1, None
     bar = _progress(cfg, start, cfg.progress)
+    stop = StopRequest(notice=sys.stderr if rank == 0 else None, watch=cfg.stop_dir)
+    # Copies and stats only: timing kernels would cost an event pair each and keep compiled
+    # replays off their prepared launches, and the ms/step printed must be the unprofiled speed.
+    prof = profile(kernels=False)
     try:
-        # Copies and stats only: timing kernels would cost an event pair each and keep compiled
-        # replays off their prepared launches, and the ms/step printed must be the unprofiled speed.
-        with profile(kernels=False) as prof, StopRequest() as stop:
+        with prof, stop:
             window_start, window_steps = time.perf_counter(), 0
             for step in range(start, cfg.steps):
                 t0 = time.perf_counter()
@@ -266,9 +330,10 @@ def run(cfg, out=None):
                 state.step_times.append(time.perf_counter() - t0)
                 window_steps += 1
                 completed = step + 1
+                stopping = _agreed_stop(stop, size)  # before any branch a collective is in: same on every rank
                 log = step % cfg.log_every == 0 or completed == cfg.steps
                 save = bool(cfg.checkpoint and cfg.checkpoint_every and completed % cfg.checkpoint_every == 0)
-                if log or save or stop.requested:
+                if log or save or stopping:
                     if size > 1 and (log or save):  # the same steps on every rank: the mean over ranks
                         distributed.all_reduce(loss, "mean")
                     value = loss.item()  # the only host read of a step, and only on these steps
@@ -285,12 +350,12 @@ def run(cfg, out=None):
                     if bar is not None:
                         bar.set_postfix_str(f"loss {value:.4f}, {tok_s:,.0f} tok/s")
                     window_start, window_steps = time.perf_counter(), 0
-                if completed % cfg.eval_every == 0 and completed != cfg.steps and not stop.requested:
+                if completed % cfg.eval_every == 0 and completed != cfg.steps and not stopping:
                     val = evaluate(model, data, batch_size, block, cfg.eval_iters, ("val",))["val"]
                     state.history["val_steps"].append(step)
                     state.history["val_loss"].append(val)
                     state.say(f"step {step:5d} | val loss {val:.4f}", bar)
-                if save and not stop.requested:
+                if save and not stopping:
                     try:
                         state.save(model, opt, data, completed, get_rng_state())
                     except checkpoint.NonFiniteError:
@@ -298,30 +363,43 @@ def run(cfg, out=None):
                         break
                 if bar is not None:
                     bar.update(1)
-                if stop.requested:
+                if stopping:
                     status = "interrupted"
                     break
+    except KeyboardInterrupt:  # a second Ctrl-C: stop now, mid-step; nothing more is written
+        status, stopping = "aborted", stop.requested
     finally:
         if bar is not None:
             bar.close()
-    result = {"status": status, "history": state.history, "transfers": prof.transfers, "profile": prof, "model": model, "errors": state.errors,
+    result = {"status": status, "history": state.history, "transfers": prof.transfers, "profile": prof,
+              "model": model, "errors": state.errors, "signal": stopping, "first_step": start,
               "median_step_ms": 1e3 * float(np.median(list(state.step_times)[1:] or list(state.step_times) or [0]))}
+    if status == "aborted":
+        result["message"] = f"stopped at once during step {step + 1}; {state.kept()}"
+        return _quiet_unless_first(result, rank)
     if status == "nonfinite":
         kept = (f"the last good checkpoint (step {state.saved_step}) is kept in {cfg.checkpoint}"
                 if state.saved_step is not None and cfg.checkpoint else "no checkpoint was written")
         result["message"] = (f"the loss became {bad_value} at step {step}: stopped; {kept}. "
                              f"Try a lower --lr (now {cfg.lr:g}) or --grad-clip (now {cfg.grad_clip:g})")
         _write_png(state, cfg, None)
-        return result
+        return _quiet_unless_first(result, rank)
     if cfg.checkpoint and state.saved_step != step + 1:  # unless the last step's periodic save wrote it
         _write(state, "checkpoint", lambda: state.save(model, opt, data, step + 1, get_rng_state()))
     if status == "interrupted":
         written = (f"checkpoint written to {cfg.checkpoint} (continue with --resume {cfg.checkpoint})"
                    if state.saved_step == step + 1 else "no --checkpoint given, nothing saved")
-        result["message"] = f"stopped by {stop.requested} after step {step} of {cfg.steps}: {written}"
+        result["message"] = f"stopped by {stopping} after step {step} of {cfg.steps}: {written}"
         _write_png(state, cfg, None)
-        return result
+        return _quiet_unless_first(result, rank)
     _report(state, result, model, data, batch_size, block, prof)
+    return result
+
+
+def _quiet_unless_first(result, rank):
+    """`result` without its closing message on ranks other than 0 (which says it for the job)."""
+    if rank != 0:
+        result.pop("message", None)
     return result
 
 
@@ -340,12 +418,8 @@ def _report(state, result, model, data, batch_size, block, prof):
         ids = generate(model, prompt, cfg.sample_chars, temperature=0.8).numpy()[0]
         sample = data.decode(ids)
         print("\nsample:\n" + sample + "\n", file=out)
-    print(f"transfers during training (loss read every {cfg.log_every} steps):", file=out)
-    prof.summary(file=out)
-    stats = residency_stats()
-    print("residency stats:", {k: v for k, v in stats.items() if k != "devices"}, file=out)
-    for name, d in stats["devices"].items():
-        print(f"  {name}: {d}", file=out)
+    print(f"what moved and what was read (the loss is read every {cfg.log_every} steps):", file=out)
+    print(train_report.summary(prof, cfg.steps - result["first_step"]), file=out)
     if cfg.checkpoint and state.saved_step == cfg.steps:
         print(f"checkpoint written to {cfg.checkpoint}", file=out)
     _write_png(state, cfg, unigram)

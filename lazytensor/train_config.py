@@ -8,6 +8,7 @@ import math
 import os
 
 from .models.gpt import CONFIGS
+from .runtime.config import parse_bytes
 
 
 class TrainError(ValueError):
@@ -42,6 +43,7 @@ class TrainConfig:
     resume: str = None
     progress: bool = None  # a progress bar: None shows it when stderr is a terminal
     compile: bool = True  # replay the captured training step (lt.jit) instead of rebuilding it each step
+    stop_dir: str = None  # a rank of `--nproc N`: the folder its launcher writes stop requests to
 
 
 MODELS = ("gpt", "llama")
@@ -90,10 +92,16 @@ def check(cfg):
         value = getattr(cfg, name)
         if value is not None:
             _number(name, value, low, high, low_open, integer)
+    if cfg.budget is not None:
+        try:
+            parse_bytes(cfg.budget)
+        except ValueError as exc:
+            _bad("budget", cfg.budget, str(exc))
     for name in ("png", "checkpoint"):
         path = getattr(cfg, name)
         if path is not None:
             check_output_path(name, path)
+    check_distinct_paths(cfg)
     for name in ("text", "resume"):
         path = getattr(cfg, name)
         if path is not None and not os.path.isfile(path):
@@ -110,6 +118,30 @@ def check_output_path(name, path):
         raise TrainError(f"{_FLAG[name]} {path}: the folder {folder} does not exist")
     if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
         raise TrainError(f"{_FLAG[name]} {path}: cannot write there (permission denied)")
+
+
+def check_distinct_paths(cfg):
+    """Every output path names a file no other input or output names: a PNG written over the checkpoint,
+    or a checkpoint over the training text, would destroy it. The one exception is continuing a
+    checkpoint in place (--resume ck.npz --checkpoint ck.npz), which is written atomically."""
+    named = [(name, getattr(cfg, name)) for name in ("text", "resume", "checkpoint", "png")
+             if getattr(cfg, name) is not None]
+    for i, (out, out_path) in enumerate(named):
+        if out not in ("checkpoint", "png"):
+            continue
+        for other, other_path in named[:i]:
+            if {out, other} == {"checkpoint", "resume"}:
+                continue
+            if _same_file(out_path, other_path):
+                raise TrainError(f"{_FLAG[out]} {out_path}: is also {_FLAG[other]} {other_path}; writing it "
+                                 f"would destroy that file; give {_FLAG[out]} a path of its own")
+
+
+def _same_file(a, b):
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist yet
+        return os.path.realpath(a) == os.path.realpath(b)
 
 
 def resolve(cfg, saved=None):
@@ -135,3 +167,42 @@ def resolve(cfg, saved=None):
 def plan_of(cfg):
     """The plan fields of a resolved config, as a checkpoint stores them."""
     return {name: getattr(cfg, name) for name in PLAN}
+
+
+HISTORY = ("steps", "loss", "val_steps", "val_loss")
+
+
+def check_resumed(path, meta):
+    """Raise TrainError, naming --resume and the file, unless `meta` (a checkpoint's) has the fields and
+    values `lazytensor train` writes: the step, config, vocabulary, a plan that passes the checks its
+    flags pass, the generator's state and the loss history."""
+    def bad(what):
+        raise TrainError(f"{_FLAG['resume']} {path}: {what}; the file is corrupt or was not written by "
+                         "lazytensor train")
+
+    def whole(v):
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+    def number(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+    if not whole(meta.get("step", 0)):
+        bad(f"its step is {str(meta.get('step'))[:40]}, not a whole number")
+    if meta.get("config") is not None and meta.get("config") not in CONFIGS:
+        bad(f"its config is {str(meta.get('config'))[:40]}, not one of {sorted(CONFIGS)}")
+    if meta.get("vocab") is not None and not (isinstance(meta["vocab"], str) and meta["vocab"]):
+        bad("its vocabulary is not a text")
+    plan = meta.get("plan", {})
+    if not isinstance(plan, dict) or set(plan) - set(PLAN):
+        bad("its training plan is not an object of the plan's settings")
+    try:
+        check(TrainConfig(**plan))
+    except TrainError as exc:
+        bad(f"its training plan has {exc}")
+    rng = meta.get("rng")
+    if rng is not None and not (isinstance(rng, dict) and set(rng) == {"seed", "next_stream"}
+                                and all(whole(v) and v < 2 ** 64 for v in rng.values())):
+        bad("its random generator state is not {seed, next_stream}")
+    history = meta.get("history", {})
+    if not isinstance(history, dict) or set(history) - set(HISTORY) or not all(
+            isinstance(v, list) and all(number(x) for x in v) for v in history.values()):
+        bad("its loss history is not lists of numbers")

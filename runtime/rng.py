@@ -29,7 +29,12 @@ class Generator:
         return {"seed": self.seed, "next_stream": self.next_stream}
 
     def set_state(self, state):
-        self.seed, self.next_stream = int(state["seed"]), int(state["next_stream"])
+        """Continue from `state`, what get_state returned; ValueError for anything else."""
+        if not (isinstance(state, dict) and set(state) == {"seed", "next_stream"} and all(
+                isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2 ** 64 for v in state.values())):
+            raise ValueError(f"set_rng_state: expected {{'seed': int, 'next_stream': int}} (each in [0, 2**64)), "
+                             f"got {str(state)[:60]}")
+        self.seed, self.next_stream = state["seed"], state["next_stream"]
 
 
 DEFAULT = Generator()

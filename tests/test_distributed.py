@@ -4,7 +4,6 @@ the ranks byte-identical and matching one process with the combined batch, and a
 the whole job instead of leaving the others waiting."""
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -17,14 +16,7 @@ import lazytensor.distributed as dist
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "mpi_worker.py")
-MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
-
-try:
-    import mpi4py  # noqa: F401
-    HAVE_MPI = MPIEXEC is not None
-except ImportError:
-    HAVE_MPI = False
-needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason="needs mpi4py and mpiexec (pip install 'lazytensor[mpi]')")
+from training_processes import HAVE_MPI, MPIEXEC, needs_mpi
 
 
 def _mpiexec(n, *args, timeout=120):

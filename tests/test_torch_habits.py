@@ -271,3 +271,28 @@ def test_cat_stack_realize_and_containers_take_generators():
     lt.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     total = sum(float((p.grad * p.grad).sum().item()) for p in model.parameters())
     assert abs(total ** 0.5 - 1.0) < 1e-4  # every gradient was clipped, not just the first pass's
+
+
+_DEEP = '{"list": [' * 3000 + ']}' * 3000
+MALFORMED = [  # structure records lt.save never writes
+    '[1, 2]', '"text"', '{"format": "lazytensor-save-1"}',
+    '{"format": "lazytensor-save-1", "structure": [1]}',
+    '{"format": "lazytensor-save-1", "structure": {"tensor": ["a0"]}}',
+    '{"format": "lazytensor-save-1", "structure": {"tensor": "a9"}}',
+    '{"format": "lazytensor-save-1", "structure": {"dict": {"k": 1}}}',
+    '{"format": "lazytensor-save-1", "structure": {"dict": [[{"k": 1}, {"value": 1}]]}}',
+    '{"format": "lazytensor-save-1", "structure": {"dict": [["k"]]}}',
+    '{"format": "lazytensor-save-1", "structure": {"list": 3}}',
+    '{"format": "lazytensor-save-1", "structure": {"value": {"x": 1}}}',
+    '{"format": "lazytensor-save-1", "structure": {"value": 1, "list": []}}',
+    '{"format": "lazytensor-save-1", "structure": ' + _DEEP + '}',
+]
+
+
+@pytest.mark.parametrize("record", MALFORMED, ids=range(len(MALFORMED)))
+def test_load_of_a_malformed_structure_record_raises_load_error_naming_the_file(tmp_path, record):
+    path = tmp_path / "odd.npz"
+    np.savez(path, __structure__=np.frombuffer(record.encode(), np.uint8), a0=np.zeros(3))
+    with pytest.raises(lt.serialization.LoadError, match="odd.npz: ") as caught:
+        lt.load(path)
+    assert "\n" not in str(caught.value)

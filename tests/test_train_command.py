@@ -1,11 +1,11 @@
 """`lazytensor train` as a user runs it: bad input refused before training, periodic checkpoints, exact
 resumption, Ctrl-C / SIGTERM / SIGKILL, a NaN loss, outputs written independently, help and version."""
 import io
+import json
 import os
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -14,6 +14,7 @@ import lazytensor as lt
 from lazytensor import checkpoint, cli, train
 from lazytensor.data import CharDataset, default_corpus
 from lazytensor.train import TrainConfig, build, run
+from training_processes import start_training, wait_for_step
 
 FAST = ["--eval-iters", "1", "--sample-chars", "0"]
 
@@ -41,9 +42,16 @@ def _bad_inputs(tmp_path, small_checkpoint):
     short.write_text("x" * 200)
     note = tmp_path / "note.txt"
     note.write_text("hello")
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    corrupt = tmp_path / "corrupt.npz"
+    _, arrays = checkpoint.read_archive(str(small_checkpoint), "__header__")
+    header = np.frombuffer(b'{"format": "lazytensor-checkpoint-1", "arrays": [], "meta": {}}', np.uint8)
+    np.savez(corrupt, __header__=header, **arrays)
     return [
         (["--text", str(tmp_path / "missing.txt")], "--text .*missing.txt: no such file"),
-        (["--text", str(short)], "200 characters leave 20 for the val split, fewer than the 66 a block of 64 needs"),
+        (["--text", str(short)], "200 characters leave 20 for the val split, fewer than the 66 a block of 64 needs; "
+                                 "use a text of at least 661 characters$"),  # no --config tiny: it is the default
         (["--lr", "nan"], r"--lr nan: must be a finite number"),
         (["--lr", "1e9"], r"--lr 1e\+09: must be in \(0, 1\]"),
         (["--lr", "0"], r"--lr 0: must be in \(0, 1\]"),
@@ -64,6 +72,18 @@ def _bad_inputs(tmp_path, small_checkpoint):
         (["--model", "llama", "--dropout", "0.1"], "--dropout 0.1: the llama model has no dropout"),
         (["--model", "llama", "--config", "small", "--steps", "60", "--resume", str(small_checkpoint)],
          "the checkpoint is --model 'gpt', this run is --model 'llama'"),
+        # an output over an input or another output would destroy it
+        (["--png", str(tmp_path / "o.npz"), "--checkpoint", str(tmp_path / "o.npz")],
+         "--png .*o.npz: is also --checkpoint .*o.npz; writing it would destroy that file"),
+        (["--steps", "60", "--resume", str(small_checkpoint), "--png", str(small_checkpoint)],
+         "--png .*small.npz: is also --resume .*small.npz"),
+        (["--text", str(note), "--checkpoint", str(tmp_path / "." / "note.txt")],
+         "--checkpoint .*note.txt: is also --text .*note.txt"),
+        (["--text", str(empty)], "--text .*empty.txt: the file is empty"),
+        (["--device", "cpu", "--budget", "512MB"], "--budget 512MB: the cpu device keeps nothing resident"),
+        (["--device", "virtual", "--budget", "100GB"],
+         "--budget 100GB: more than the virtual device's 1,073,741,824 bytes of memory"),
+        (["--resume", str(corrupt)], "--resume .*corrupt.npz: corrupt checkpoint header"),
     ]
 
 
@@ -215,14 +235,6 @@ def test_stale_temporary_files_of_killed_writers_are_removed(tmp_path):
     assert not stale.exists() and alive.exists()
 
 
-def test_first_run_note_names_the_kernel_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("LAZYTENSOR_CACHE_DIR", str(tmp_path / "empty-cache"))
-    out = io.StringIO()
-    run(TrainConfig(steps=1, eval_iters=1, sample_chars=0), out=out)
-    assert "first run on this machine: step 0 compiles the CPU kernels" in out.getvalue()
-    assert str(tmp_path / "empty-cache") in out.getvalue()
-
-
 def test_progress_bar_goes_to_stderr_with_rate_and_loss(capsys):
     run(TrainConfig(steps=3, log_every=1, eval_iters=1, sample_chars=0, progress=True))
     captured = capsys.readouterr()
@@ -231,33 +243,17 @@ def test_progress_bar_goes_to_stderr_with_rate_and_loss(capsys):
 
 
 def _start_training(tmp_path, *extra):
-    env = {k: v for k, v in os.environ.items() if k != "LAZYTENSOR_DEVICE"}
-    return subprocess.Popen([sys.executable, "-m", "lazytensor", "train", "--steps", "100000", "--log-every", "1",
-                             *FAST, *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=tmp_path, env=env)
-
-
-def _wait_for_step(proc, n, timeout=240):
-    """Read the child's progress lines until step n is printed."""
-    deadline = time.monotonic() + timeout
-    lines = []
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        lines.append(line)
-        if line.startswith(f"step {n:5d} | loss"):
-            return lines
-        assert line or proc.poll() is None, "".join(lines) + proc.stderr.read()
-    raise AssertionError("training did not reach step %d:\n%s" % (n, "".join(lines)))
+    return start_training(tmp_path, "--steps", "100000", "--log-every", "1", *FAST, *extra)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_ctrl_c_or_sigterm_finishes_the_step_writes_the_checkpoint_and_exits_130(tmp_path, sig):
+def test_ctrl_c_or_sigterm_finishes_the_step_writes_the_checkpoint_and_exits_128_plus_the_signal(tmp_path, sig):
     ck = tmp_path / "c.npz"
     proc = _start_training(tmp_path, "--checkpoint", str(ck), "--checkpoint-every", "0")
-    _wait_for_step(proc, 3)
+    wait_for_step(proc, 3)
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err
+    assert proc.returncode == 128 + sig.value, err  # 130 for Ctrl-C, 143 for SIGTERM, as a shell reports
     assert "Traceback" not in err
     last = err.strip().splitlines()[-1]
     assert last.startswith(f"lazytensor train: stopped by {sig.name} after step ")
@@ -272,7 +268,7 @@ def test_ctrl_c_or_sigterm_finishes_the_step_writes_the_checkpoint_and_exits_130
 def test_sigkill_during_training_leaves_the_last_periodic_checkpoint_intact(tmp_path):
     ck = tmp_path / "c.npz"
     proc = _start_training(tmp_path, "--checkpoint", str(ck), "--checkpoint-every", "2")
-    _wait_for_step(proc, 7)
+    wait_for_step(proc, 7)
     proc.kill()
     proc.communicate(timeout=60)
     step = checkpoint.read(str(ck))[1]["meta"]["step"]
@@ -290,3 +286,52 @@ def test_piping_into_a_reader_that_leaves_stops_quietly(tmp_path):
     err = proc.stderr.read()
     assert proc.wait(timeout=120) == 141
     assert "Traceback" not in err and "error" not in err
+
+
+def _crafted(header):
+    """Ways a checkpoint's JSON header can be malformed (each names what it changes)."""
+    yield "header_a_list", [header]
+    yield "meta_a_list", {**header, "meta": [1]}
+    yield "arrays_a_list", {**header, "arrays": []}
+    yield "manifest_entry_a_number", {**header, "arrays": {k: 1 for k in header["arrays"]}}
+    yield "optimizer_a_string", {**header, "optimizer": "adamw"}
+    yield "optimizer_state_a_list", {**header, "optimizer": {**header["optimizer"], "state": [1]}}
+    groups = header["optimizer"]["param_groups"]
+    for name, key, value in (("a_group_lr_as_text", "lr", "fast"), ("a_group_betas_a_number", "betas", 0.9)):
+        changed = [{**groups[0], key: value}] + groups[1:]
+        yield name, {**header, "optimizer": {**header["optimizer"], "param_groups": changed}}
+    state = header["optimizer"]["state"]
+    first = next(iter(state))
+    yield "a_step_count_as_text", {**header, "optimizer": {**header["optimizer"],
+                                                           "state": {**state, first: {**state[first], "step": "2"}}}}
+    yield "a_state_entry_missing", {**header, "optimizer": {**header["optimizer"], "state": {
+        **state, first: {k: v for k, v in state[first].items() if k != "exp_avg"}}}}
+    meta = header["meta"]
+    yield "step_negative", {**header, "meta": {**meta, "step": -4}}
+    yield "step_text", {**header, "meta": {**meta, "step": "4"}}
+    yield "config_unknown", {**header, "meta": {**meta, "config": "huge"}}
+    yield "plan_lr_text", {**header, "meta": {**meta, "plan": {**meta["plan"], "lr": "fast"}}}
+    yield "plan_unknown_setting", {**header, "meta": {**meta, "plan": {**meta["plan"], "speed": 3}}}
+    yield "rng_a_list", {**header, "meta": {**meta, "rng": [1, 2]}}
+    yield "history_of_text", {**header, "meta": {**meta, "history": {"loss": ["low"]}}}
+    yield "vocabulary_a_number", {**header, "meta": {**meta, "vocab": 7}}
+    yield "plan_lr_nested", {**header, "meta": {**meta, "plan": {**meta["plan"], "lr": {"a": {"b": None}}}}}
+
+
+@pytest.fixture(scope="module")
+def trained_checkpoint(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ck") / "real.npz"
+    run(TrainConfig(steps=2, checkpoint=str(path), eval_iters=1, sample_chars=0), out=io.StringIO())
+    return path
+
+
+def test_resuming_from_a_checkpoint_with_a_malformed_header_is_one_line_naming_the_file_and_flag(
+        tmp_path, trained_checkpoint, capsys):
+    header, arrays = checkpoint.read_archive(str(trained_checkpoint), "__header__")
+    for name, crafted in _crafted(header):
+        path = tmp_path / f"{name}.npz"
+        np.savez(path, __header__=np.frombuffer(json.dumps(crafted).encode(), np.uint8), **arrays)
+        code, out, err = _cli(capsys, *FAST, "--steps", "5", "--resume", str(path))
+        assert code == 2, (name, err)
+        assert err.startswith(f"lazytensor train: error: --resume {path}: "), (name, err)
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, (name, err)

@@ -1,5 +1,6 @@
 """The training job: learning, determinism, what a step moves on a device, the CLI, checkpoints, PNG."""
 import struct
+import re
 import subprocess
 import sys
 import zlib
@@ -85,8 +86,13 @@ def test_the_training_command_runs_and_writes_a_png_and_a_checkpoint(tmp_path):
     assert out.returncode == 0, out.stderr
     text = out.stdout
     for expected in ("step     0 | loss", "tok/s", "ms/step", "final loss: train", "unigram baseline", "sample:",
-                     "host reads (values the program looked at): data 4, item 3", "residency stats"):
+                     "what moved and what was read", "tensors alive now:"):
         assert expected in text
+    # one table, every number labelled: the 4 steps' column, then the whole run's
+    assert re.search(r"\n +batch offsets read to cut the text +4 +\d+\n", text), text
+    assert re.search(r"\n  +values read with \.item\(\) \(logged losses\) +3 +\d+\n", text), text
+    assert re.search(r"\n  uploads \(copies host -> device\) +[\d,]+ +[\d,]+\n", text), text
+    assert "{" not in text.split("what moved")[1]  # no raw dict
     raw = png.read_bytes()
     assert raw[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", raw[16:24])
