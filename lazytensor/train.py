@@ -225,6 +225,7 @@ class _Run:
 
 
 _STOP_CODES = {"SIGINT": 1, "SIGTERM": 2}
+_STOP_NAMES = {code: name for name, code in _STOP_CODES.items()}
 
 
 def _agreed_stop(stop, size):
@@ -235,7 +236,7 @@ def _agreed_stop(stop, size):
         return name
     code = tensor([_STOP_CODES.get(name, 0)])
     distributed.all_reduce(code, "max")
-    return {v: k for k, v in _STOP_CODES.items()}.get(int(code.item()))
+    return _STOP_NAMES.get(int(code.item()))
 
 
 def run(cfg, out=None):

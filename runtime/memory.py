@@ -37,11 +37,6 @@ class BudgetWarning(RuntimeWarning):
     """A memory budget above the device's memory: the device, not the budget, decides what fits."""
 
 
-def over_memory(nbytes, device, total):
-    """The words for a budget of `nbytes` above `device`'s `total` bytes."""
-    return f"a memory budget of {nbytes:,} bytes is more than the {device} device's {total:,} bytes"
-
-
 def default_budget(free_bytes):
     """LAZYTENSOR_MEMORY_BUDGET, else a budget set earlier, else a quarter of the device's free memory."""
     if _budget_override is not None:
@@ -98,8 +93,9 @@ class DeviceMemory:
         the device could not hold anyway."""
         nbytes = int(nbytes)
         if self._total and nbytes > self._total:
-            warnings.warn(f"{over_memory(nbytes, self.backend.name, self._total)}{source}: the device runs out "
-                          f"before the budget does", BudgetWarning, stacklevel=3)
+            warnings.warn(f"a memory budget of {nbytes:,} bytes is more than the {self.backend.name} device's "
+                          f"{self._total:,} bytes{source}: the device runs out before the budget does",
+                          BudgetWarning, stacklevel=3)
         return nbytes
 
     def _set_budget(self, nbytes):
