@@ -293,6 +293,11 @@ _RECORDS = (
     Op("scatter_index", "index", "attr", "exact", "internal", "advanced indexing's gradient"),
     Op("scatter_along", "index", "attr", "exact", "rule", "scatter: src written at the indices along an axis "
        "(the last of repeated positions wins)"),
+    # ---- sliding windows: convolution and pooling (im2col, then a product or a reduction) ----------------
+    Op("im2col", "window", "attr", "exact", "rule", "every window of a (N, C, H, W) input, as "
+       "(N, C, kh, kw, Ho, Wo)", policy="broadcast"),
+    Op("col2im", "window", "attr", "exact", "rule", "windows added back into (N, C, H, W) (im2col's gradient)",
+       policy="broadcast"),
     # ---- a NumPy function with no kernel of its own (linalg and fft of the Array API namespace) ---------
     Op("host_call", "host", "attr", "exact", "none", "a NumPy function called on the host (NumPy's result)"),
     # ---- creation and random fills ----------------------------------------------------------------

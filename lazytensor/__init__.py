@@ -22,9 +22,12 @@ from .activations import log_softmax, softmax
 from .sorting import argsort, cumprod, cumsum, multinomial, sort, topk
 from .graph_view import graph
 from . import methods  # noqa: F401  (binds the functions above onto Tensor; loads the gradient rules)
-from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from .random import (get_rng_state, initial_seed, manual_seed, normal, rand, rand_like, randint, randn,
-                     randn_like, set_rng_state, uniform)
+from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from .random import (Generator, get_rng_state, initial_seed, manual_seed, normal, rand, rand_like, randint, randn,
+                     randn_like, randperm, set_rng_state, uniform)
+from .device_spec import cuda, device
+from . import torch_methods as _torch_methods, inplace as _inplace
+from .torch_methods import addcdiv, addcmul, allclose, equal, isclose
 from .evaluation import counters, plan, realize, reset_counters
 from .compiled import JitWarning, jit
 from .serialization import load, save
@@ -35,6 +38,12 @@ from .device_api import (clear_transfer_log, devices, get_device, get_num_thread
 
 globals().update(_UN)
 globals().update(_BIN)
+_torch_methods.bind()
+_inplace.bind()
+add, sub, subtract = _torch_methods.add, _torch_methods.sub, _torch_methods.sub
+mm = _torch_methods.mm
+equal = _torch_methods.equal  # PyTorch's: one bool (elementwise: a == b, lt.eq)
+t = _torch_methods.t
 clamp = clip
 concatenate = cat
 float = float32  # noqa: A001  (lt.float is float32, as torch.float is)
@@ -44,5 +53,5 @@ long = int64
 
 __version__ = "0.1.0"
 
-from . import array_api, distributed, nn, optim  # noqa: E402  (they import the API above)
+from . import array_api, distributed, nn, optim, utils  # noqa: E402  (they import the API above)
 one_hot = nn.functional.one_hot

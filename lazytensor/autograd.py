@@ -440,6 +440,10 @@ VJP = {
     "scatter_along": _scatter_along,
     # a running sum's gradient: the running sum of the gradient from the other end
     "cumsum": lambda inputs, out, attrs, g: (g.flip(attrs["axis"]).cumsum(attrs["axis"]).flip(attrs["axis"]),),
+    "im2col": lambda inputs, out, attrs, g: (
+        Tensor._from_op("col2im", (g,), {**attrs, "shape": inputs[0].shape}, inputs[0].shape, g.dtype),),
+    "col2im": lambda inputs, out, attrs, g: (
+        Tensor._from_op("im2col", (g,), {**attrs, "pad_value": 0.0}, inputs[0].shape, g.dtype),),
     "cumprod": lambda inputs, out, attrs, g: (
         Tensor._from_op("cumprod_grad", (inputs[0], g), attrs, inputs[0].shape, inputs[0].dtype),),
 }

@@ -40,6 +40,19 @@ def enable_grad():
     return set_grad_enabled(True)
 
 
+def inference_mode(mode=True):
+    """PyTorch's inference_mode: `with lt.inference_mode():`, `@lt.inference_mode()` or bare
+    `@lt.inference_mode` turn gradient recording off (as no_grad; lazytensor keeps no version counters
+    for it to skip). `inference_mode(False)` records as usual."""
+    if callable(mode):  # used as a bare decorator
+        return set_grad_enabled(False)(mode)
+    return set_grad_enabled(not mode)
+
+
+def is_inference_mode_enabled():
+    return not _state["enabled"]
+
+
 class GradFn:
     """What backward needs of one op: its name, the input tensors, their values then, attrs, its output."""
 

@@ -5,8 +5,10 @@ normals are Irwin-Hall sums of 12 uniform words, exact in float64; see docs/NUME
 """
 from . import dtypes
 from .creation import _placed, _shape, like_device
-from .runtime.rng import DEFAULT
+from .runtime.rng import DEFAULT, Generator
 from .tensor import Tensor
+
+__all__ = ["Generator"]
 
 
 def manual_seed(seed):
@@ -33,17 +35,17 @@ def _float_dtype(op, dtype):
     return dt
 
 
-def _draw(op, shape, dt, device, requires_grad=False, **params):
-    seed, stream = DEFAULT.take_stream()
+def _draw(op, shape, dt, device, requires_grad=False, generator=None, **params):
+    seed, stream = (DEFAULT if generator is None else generator).take_stream()
     attrs = _placed({"shape": shape, "dtype": dt.np, "seed": seed, "stream": stream, **params}, device)
     out = Tensor._from_op(op, (), attrs, shape, dt)
     return out.requires_grad_(True) if requires_grad else out
 
 
-def rand(*size, dtype=None, device=None, requires_grad=False):
+def rand(*size, dtype=None, device=None, requires_grad=False, generator=None):
     """Uniform on [0, 1)."""
     return _draw("uniform", _shape("rand", size), _float_dtype("rand", dtype), device, requires_grad,
-                 low=0.0, high=1.0)
+                 generator, low=0.0, high=1.0)
 
 
 def uniform(*size, low=0.0, high=1.0, dtype=None, device=None):
@@ -52,10 +54,10 @@ def uniform(*size, low=0.0, high=1.0, dtype=None, device=None):
                  low=float(low), high=float(high))
 
 
-def randn(*size, dtype=None, device=None, requires_grad=False):
+def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
     """Standard normal (mean 0, variance 1; see kernels/reference/random.py for the exact transform)."""
     return _draw("normal", _shape("randn", size), _float_dtype("randn", dtype), device, requires_grad,
-                 mean=0.0, std=1.0)
+                 generator, mean=0.0, std=1.0)
 
 
 def normal(mean=0.0, std=1.0, size=(), *, dtype=None, device=None):
@@ -63,15 +65,37 @@ def normal(mean=0.0, std=1.0, size=(), *, dtype=None, device=None):
                  _float_dtype("normal", dtype), device, mean=float(mean), std=float(std))
 
 
-def randint(low, high=None, size=(), *, dtype=None, device=None):
-    """Integers uniform on [low, high) (PyTorch's argument order; `randint(high, size=...)` also works)."""
-    if high is None:
+def randint(low, high=None, size=None, *, dtype=None, device=None, generator=None, requires_grad=False):
+    """Integers uniform on [low, high): PyTorch's forms `randint(high, size)`, `randint(low, high, size)`
+    and `randint(high, size=...)`."""
+    if isinstance(high, (list, tuple)) and size is None:  # randint(high, size)
+        low, high, size = 0, low, high
+    elif high is None:
         low, high = 0, low
+    if size is None:
+        raise TypeError("randint: missing the size, e.g. randint(10, (3,)) or randint(0, 10, size=(3,))")
+    for name, bound in (("low", low), ("high", high)):
+        if isinstance(bound, bool) or not hasattr(bound, "__index__"):
+            raise TypeError(f"randint: {name} must be an integer, got {bound!r}")
     if not 0 < high - low <= 2 ** 32:
         raise ValueError(f"randint: needs low < high with high - low <= 2**32, got [{low}, {high})")
     dt = dtypes.as_dtype(dtype) if dtype is not None else dtypes.int64
     shape = _shape("randint", tuple(size) if isinstance(size, (list, tuple)) else (size,))
-    return _draw("randint", shape, dt, device, low=int(low), high=int(high))
+    if requires_grad:
+        raise RuntimeError("randint: integer tensors cannot require gradients")
+    return _draw("randint", shape, dt, device, generator=generator, low=int(low), high=int(high))
+
+
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
+    """A random permutation of 0 .. n-1 (int64 unless given): the order that sorts n seeded uniform
+    draws, so the same seed gives the same permutation on every backend."""
+    if isinstance(n, bool) or not hasattr(n, "__index__") or int(n) < 0:
+        raise ValueError(f"randperm: n must be a non-negative integer, got {n!r}")
+    if requires_grad:
+        raise RuntimeError("randperm: integer tensors cannot require gradients")
+    keys = _draw("uniform", (int(n),), dtypes.float64, device, generator=generator, low=0.0, high=1.0)
+    out = keys.argsort(stable=True)
+    return out if dtype is None else out.to(dtype)
 
 
 def rand_like(x, *, dtype=None):

@@ -1,38 +1,48 @@
-"""`lt.save` / `lt.load`: PyTorch-style saving of tensors and nested containers of them (state dicts,
-optimizer state), as an .npz archive: the arrays, plus the structure as JSON. Loading never runs code
-from the file (no pickle: NumPy loads with allow_pickle=False), like `torch.load(weights_only=True)`."""
+"""`lt.save` / `lt.load`, PyTorch's `torch.save` / `torch.load`: tensors and nested containers of them
+(state dicts, optimizer state), to a path or a binary file object.
+
+`save` writes PyTorch's archive format (torch_archive.py), so `torch.load(f, weights_only=True)` reads
+what lazytensor saved and lazytensor reads what PyTorch saved. `load` also reads the .npz format of
+earlier lazytensor versions (the arrays, plus the structure as JSON). Loading never runs code from the
+file: PyTorch archives are unpickled through an allow-list, .npz files with allow_pickle=False.
+"""
 import json
 import os
 
 import numpy as np
 
+from . import torch_archive
 from .checkpoint import ARCHIVE_ERRORS, read_archive
 from .runtime import hostio
 from .tensor import Tensor
+from .torch_archive import LoadError
 
 FORMAT = "lazytensor-save-1"
+__all__ = ["save", "load", "LoadError"]
 
 
-class LoadError(ValueError):
-    """The file is not something `lt.save` wrote, or it is corrupt."""
+def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_serialization=True):
+    """Write `obj` to `f` (a path or a binary file object): tensors, NumPy arrays (saved as tensors),
+    numbers, strings, bools, None, and dicts (string or integer keys), lists and tuples of them, in
+    PyTorch's archive format. Tensors are read to the host (a host read)."""
+    if pickle_module is not None:
+        raise ValueError("save: pickle_module is not supported (lazytensor writes only data)")
+    torch_archive.save(obj, f if hasattr(f, "write") else os.fspath(f))
 
 
-def save(obj, f):
-    """Write `obj` to the path `f`: tensors, NumPy arrays, numbers, strings, bools, None, and dicts (string
-    or integer keys), lists and tuples of them. Tensors are read to the host (a host read)."""
-    arrays = {}
-    structure = _encode(obj, arrays)
-    header = np.frombuffer(json.dumps({"format": FORMAT, "structure": structure}).encode(), dtype=np.uint8)
-    with open(os.fspath(f), "wb") as out:
-        np.savez(out, __structure__=header, **arrays)
-
-
-def load(f, weights_only=True):
-    """What `save` wrote, with tensors as host tensors. `weights_only` is accepted for PyTorch's
-    signature; only data is ever loaded."""
-    path = os.fspath(f)
+def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=None, **pickle_load_args):
+    """What `save` (or PyTorch's torch.save) wrote, from a path or a binary file object: tensors as host
+    tensors, or moved as `map_location` says (a device name, a {saved location: device} dict, or a
+    function of (tensor, saved location)). Only data is ever loaded, whatever `weights_only` says: a
+    pickled class or function raises LoadError before anything runs."""
+    if pickle_module is not None:
+        raise ValueError("load: pickle_module is not supported (lazytensor loads only data)")
+    path = getattr(f, "name", "<file>") if hasattr(f, "read") else os.fspath(f)
+    source = f if hasattr(f, "read") else path
+    if torch_archive.is_torch_archive(source):
+        return torch_archive.load(source, path, map_location)
     try:
-        header, arrays = read_archive(path, "__structure__")
+        header, arrays = read_archive(source, "__structure__")
     except ARCHIVE_ERRORS as exc:
         raise LoadError(f"{path}: cannot be loaded ({type(exc).__name__}: {exc}); lt.load reads only what "
                         f"lt.save wrote, and never unpickles") from None
@@ -43,34 +53,10 @@ def load(f, weights_only=True):
     if header.get("format") != FORMAT:
         raise LoadError(f"{path}: unknown format {header.get('format')!r}")
     try:
-        return _decode(header["structure"], arrays, path)
+        obj = _decode(header["structure"], arrays, path)
     except RecursionError:
         raise LoadError(f"{path}: corrupt structure record (nested too deeply)") from None
-
-
-def _encode(obj, arrays):
-    if isinstance(obj, Tensor):
-        key = f"a{len(arrays)}"
-        arrays[key] = np.array(hostio.host_array(obj._node, "save", reason="save"), copy=True)
-        return {"tensor": key}
-    if isinstance(obj, np.ndarray):
-        if obj.dtype == object:
-            raise TypeError("save: object arrays cannot be saved (they would need pickle)")
-        key = f"a{len(arrays)}"
-        arrays[key] = obj
-        return {"ndarray": key}
-    if isinstance(obj, dict):
-        if not all(isinstance(k, (str, int)) and not isinstance(k, bool) for k in obj):
-            raise TypeError("save: dict keys must be strings or integers")
-        return {"dict": [[k, _encode(v, arrays)] for k, v in obj.items()]}
-    if isinstance(obj, (list, tuple)):
-        return {"list" if isinstance(obj, list) else "tuple": [_encode(v, arrays) for v in obj]}
-    if obj is None or isinstance(obj, (bool, int, float, str)):
-        return {"value": obj}
-    if isinstance(obj, np.generic):
-        return {"value": obj.item()}
-    raise TypeError(f"save: cannot save a {type(obj).__name__}; save tensors, arrays, numbers, strings and "
-                    f"dicts, lists or tuples of them (a model: model.state_dict())")
+    return obj if map_location is None else torch_archive.placed(obj, map_location)
 
 
 def _corrupt(path, what):

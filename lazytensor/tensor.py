@@ -102,6 +102,18 @@ class Tensor:
         self._node.used = True
         return Tensor(self._node)
 
+    def __deepcopy__(self, memo):
+        """A new handle on the same value (values are never written over, so sharing one is a copy), of
+        the same class (a Parameter stays one), with its requires_grad; the gradient is copied too."""
+        out = type(self).__new__(type(self))
+        self._node.used = True
+        Tensor.__init__(out, self._node, requires_grad=self.requires_grad and self._grad_fn is None)
+        out._placed = self._placed
+        if self.grad is not None:
+            out.grad = self.grad.__deepcopy__(memo)
+        memo[id(self)] = out
+        return out
+
     # ---- metadata -------------------------------------------------------------------------
     @property
     def shape(self):

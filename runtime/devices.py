@@ -274,9 +274,15 @@ def resolve_placement(name):
         raise ValueError(f"unknown device {name!r}; choose one of {', '.join(names()[1:])}")
     if base == "cpu" or base == active_name():
         return base
-    why = "it is not the active device; select it with lt.set_device() or LAZYTENSOR_DEVICE"
     ok, reason = _REGISTRY[base].probe()
-    _notice(base, why if ok else reason)
+    if ok:
+        key = (base, "inactive")
+        if key not in _state["noticed"]:
+            _state["noticed"].add(key)
+            print(f"lazytensor: device '{base}' is available but not the active device (select it with "
+                  f"lt.set_device('{base}') or LAZYTENSOR_DEVICE={base}); the value stays on the CPU", file=sys.stderr)
+    else:
+        _notice(base, reason)
     return "cpu"
 
 

@@ -14,10 +14,11 @@ from .softmax import SOFTMAX_KERNELS
 from .layer_norm import LAYER_NORM_KERNELS
 from .scan import SCAN_KERNELS
 from .host_call import HOST_CALL_KERNELS
+from .window import WINDOW_KERNELS
 
 KERNELS = {}
 for _table in (CREATION_KERNELS, ELEMENTWISE_KERNELS, LINALG_KERNELS, MOVEMENT_KERNELS,
                REDUCE_KERNELS, INDEX_KERNELS, RANDOM_KERNELS, OPTIM_KERNELS, SOFTMAX_KERNELS,
-               LAYER_NORM_KERNELS, SCAN_KERNELS, HOST_CALL_KERNELS):
+               LAYER_NORM_KERNELS, SCAN_KERNELS, HOST_CALL_KERNELS, WINDOW_KERNELS):
     assert not (KERNELS.keys() & _table.keys()), "an op is defined twice"
     KERNELS.update(_table)

@@ -1,11 +1,17 @@
 """Neural-network building blocks in PyTorch's shape: Module, Parameter, layers, functional, init, utils."""
 from . import functional, init, utils
+from .activation_layers import (CELU, ELU, GELU, GLU, SELU, Flatten, Hardsigmoid, Hardswish, Hardtanh, Identity,
+                                LeakyReLU, LogSigmoid, LogSoftmax, Mish, PReLU, ReLU, ReLU6, Sigmoid, SiLU, Softmax,
+                                Softmin, Softplus, Softsign, Tanh, Tanhshrink, Threshold, Unflatten)
 from .attention import MultiheadAttention
-from .layers import (GELU, CrossEntropyLoss, Dropout, Embedding, Identity, LayerNorm, Linear, ModuleDict, ModuleList,
-                     MSELoss, ReLU, RMSNorm, Sequential, SiLU)
+from .conv_layers import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, Conv1d,
+                          Conv2d, MaxPool1d, MaxPool2d)
+from .layers import Dropout, Embedding, LayerNorm, Linear, ModuleDict, ModuleList, RMSNorm, Sequential
+from .loss_layers import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss,
+                          NLLLoss, SmoothL1Loss)
 from .module import Module, Parameter
+from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell
+from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
+                          TransformerEncoderLayer)
 
-__all__ = ["Module", "Parameter", "Linear", "Embedding", "LayerNorm", "RMSNorm", "Dropout", "GELU", "ReLU", "SiLU",
-           "Identity", "MSELoss", "CrossEntropyLoss", "Sequential", "ModuleList", "ModuleDict", "MultiheadAttention",
-           "functional",
-           "init", "utils"]
+__all__ = [name for name in dir() if not name.startswith("_")]

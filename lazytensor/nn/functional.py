@@ -10,7 +10,13 @@ from ..indexing import embedding_rows
 from ..random import bernoulli_mask
 from ..shape_ops import cat
 from ..tensor import Tensor
-from .losses import binary_cross_entropy, binary_cross_entropy_with_logits, mse_loss, nll_loss  # noqa: F401
+from . import losses as _losses
+from .losses import (binary_cross_entropy, binary_cross_entropy_with_logits, huber_loss, kl_div,  # noqa: F401
+                     l1_loss, mse_loss, nll_loss, smooth_l1_loss)
+from .windows import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool2d, avg_pool1d,  # noqa: F401
+                      avg_pool2d, conv1d, conv2d, max_pool1d, max_pool2d)
+from .activation_functions import (celu, elu, glu, hardsigmoid, hardswish, hardtanh, leaky_relu,  # noqa: F401
+                                   logsigmoid, mish, relu6, selu, softmin, softsign, tanhshrink, threshold)
 
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
 
@@ -26,7 +32,7 @@ def embedding(idx, weight):
     return embedding_rows(weight, idx)
 
 
-def gelu(x, approximate="none"):
+def gelu(x, approximate="none"):  # noqa: D401
     """0.5 * x * (1 + erf(x / sqrt(2))) (exact); approximate="tanh" uses the tanh formula."""
     if approximate == "tanh":
         return 0.5 * x * (1.0 + ((x + 0.044715 * x * x * x) * math.sqrt(2.0 / math.pi)).tanh())
@@ -53,7 +59,7 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     return out
 
 
-def dropout(x, p=0.5, training=True):
+def dropout(x, p=0.5, training=True, inplace=False):
     """Zero elements with probability p (mask from the seeded generator) and scale the rest by 1/(1-p)."""
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout: p must be in [0, 1], got {p}")
@@ -65,26 +71,35 @@ def dropout(x, p=0.5, training=True):
     return x * mask * (1.0 / (1.0 - p))
 
 
-def cross_entropy(logits, target, ignore_index=-100, reduction="mean"):
-    """Softmax cross-entropy of (N, C) logits against (N,) class indices; rows whose target is
-    `ignore_index` count for nothing (the mean is over the other rows)."""
-    if logits.ndim != 2 or target.ndim != 1 or target.shape[0] != logits.shape[0]:
-        raise ValueError(f"cross_entropy: expected logits (N, C) and targets (N,), got {logits.shape} and "
-                         f"{target.shape}")
-    if target.dtype.is_floating_point or target.dtype == dtypes.bool_:
-        raise TypeError(f"cross_entropy: targets must be integer class indices, got {target.dtype}")
-    logp = log_softmax(logits, dim=-1)
-    keep = target != ignore_index
-    safe = target.where(keep, 0)
-    picked = logp.gather(1, safe.unsqueeze(1)).squeeze(1)
-    losses = -(picked * keep.to(logits.dtype))
-    if reduction == "none":
-        return losses
-    if reduction == "sum":
-        return losses.sum()
-    if reduction != "mean":
-        raise ValueError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-    return losses.sum() / keep.sum().to(logits.dtype)
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                  label_smoothing=0.0):
+    """PyTorch's F.cross_entropy: log_softmax over the class axis (1, or the only one), then nll_loss with
+    the same weight, ignore_index and reduction. Float targets of the input's shape are class
+    probabilities; `label_smoothing` mixes the targets with the uniform distribution."""
+    class_dim = 0 if input.ndim == 1 else 1
+    logp = log_softmax(input, dim=class_dim)
+    if target.dtype.is_floating_point:
+        if target.shape != input.shape:
+            raise ValueError(f"cross_entropy: probability targets must have the input's shape {input.shape}, "
+                             f"got {target.shape}")
+        C = input.shape[class_dim]
+        if label_smoothing:
+            target = target * (1.0 - label_smoothing) + label_smoothing / C
+        per = logp if weight is None else logp * weight.reshape((C,) + (1,) * (input.ndim - class_dim - 1))
+        losses = -(per * target).sum(dim=class_dim)
+        return losses.mean() if reduction == "mean" else _losses.reduced(losses, reduction, "cross_entropy")
+    nll = nll_loss(logp, target, weight, size_average, ignore_index, reduce, reduction)
+    if not label_smoothing:
+        return nll
+    if weight is not None:
+        raise NotImplementedError("cross_entropy: label_smoothing together with weight is not supported")
+    keep = (target != ignore_index).to(input.dtype)
+    smooth = -logp.mean(dim=class_dim) * keep
+    if reduction == "mean":
+        smooth = smooth.sum() / keep.sum()
+    else:
+        smooth = _losses.reduced(smooth, reduction, "cross_entropy")
+    return nll * (1.0 - label_smoothing) + smooth * label_smoothing
 
 
 _CAUSAL = {}
@@ -120,7 +135,8 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_caus
     return weights @ v
 
 
-def relu(x):
+def relu(x, inplace=False):
+    """max(x, 0); `inplace` is accepted (the result is a new value either way)."""
     return x.relu()
 
 
@@ -132,7 +148,7 @@ def tanh(x):
     return x.tanh()
 
 
-def silu(x):
+def silu(x, inplace=False):
     """x * sigmoid(x) (swish)."""
     return x * x.sigmoid()
 

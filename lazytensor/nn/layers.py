@@ -1,5 +1,5 @@
-"""Layers: Linear, Embedding, LayerNorm, RMSNorm, Dropout, GELU, ReLU, SiLU, Identity, the loss modules,
-Sequential, ModuleList."""
+"""Layers: Linear, Embedding, LayerNorm, RMSNorm, Dropout, and the containers Sequential, ModuleList,
+ModuleDict (activations: activation_layers.py; losses: loss_layers.py)."""
 import math
 
 import numpy as np
@@ -78,33 +78,6 @@ class Dropout(Module):
         return f"p={self.p}"
 
 
-class GELU(Module):
-    """The exact (erf-based) GELU."""
-
-    def forward(self, x):
-        return F.gelu(x)
-
-
-class ReLU(Module):
-    def forward(self, x):
-        return x.relu()
-
-
-class SiLU(Module):
-    def forward(self, x):
-        return F.silu(x)
-
-
-class Identity(Module):
-    """Returns its input (any arguments to the constructor are ignored, as in PyTorch)."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__()
-
-    def forward(self, x):
-        return x
-
-
 class RMSNorm(Module):
     """x / sqrt(mean(x^2 over the trailing dims) + eps) * weight; eps None: the dtype's machine epsilon."""
 
@@ -122,24 +95,6 @@ class RMSNorm(Module):
 
     def extra_repr(self):
         return f"{self.normalized_shape}, eps={self.eps}"
-
-
-class MSELoss(Module):
-    def __init__(self, reduction="mean"):
-        super().__init__()
-        self.reduction = reduction
-
-    def forward(self, input, target):
-        return F.mse_loss(input, target, self.reduction)
-
-
-class CrossEntropyLoss(Module):
-    def __init__(self, ignore_index=-100, reduction="mean"):
-        super().__init__()
-        self.ignore_index, self.reduction = ignore_index, reduction
-
-    def forward(self, input, target):
-        return F.cross_entropy(input, target, self.ignore_index, self.reduction)
 
 
 class Sequential(Module):

@@ -1,8 +1,10 @@
 """Losses in PyTorch's shape (reduction="mean" | "sum" | "none"), built from differentiable ops."""
 from .. import dtypes
+from ..elementwise import where
 
 
-def _reduce(losses, reduction, name):
+def reduced(losses, reduction, name):
+    """`losses` reduced as `reduction` says ("mean", "sum" or "none")."""
     if reduction == "mean":
         return losses.mean()
     if reduction == "sum":
@@ -22,35 +24,116 @@ def mse_loss(input, target, reduction="mean"):
     """(input - target)^2, reduced."""
     _same_shape("mse_loss", input, target)
     diff = input - target
-    return _reduce(diff * diff, reduction, "mse_loss")
+    return reduced(diff * diff, reduction, "mse_loss")
 
 
-def nll_loss(input, target, ignore_index=-100, reduction="mean"):
-    """-input[n, target[n]] for (N, C) log-probabilities; rows whose target is `ignore_index` count for
-    nothing (the mean is over the others)."""
-    if input.ndim != 2 or target.ndim != 1 or target.shape[0] != input.shape[0]:
-        raise ValueError(f"nll_loss: expected input (N, C) and target (N,), got {input.shape} and {target.shape}")
+def _classes_last(input, target, name):
+    """(N*d.., C) scores and (N*d..,) targets from PyTorch's (N, C, d1, ...) and (N, d1, ...) layouts
+    (or an unbatched (C,) and ()); ValueError for shapes that do not pair."""
+    if input.ndim == 1 and target.ndim == 0:
+        return input.unsqueeze(0), target.reshape(1)
+    if input.ndim < 2 or target.shape != input.shape[:1] + input.shape[2:]:
+        raise ValueError(f"{name}: expected input (N, C) or (N, C, d1, ...) and target (N,) or (N, d1, ...), "
+                         f"got {input.shape} and {target.shape}")
     if target.dtype.is_floating_point or target.dtype == dtypes.bool_:
-        raise TypeError(f"nll_loss: targets must be integer class indices, got {target.dtype}")
+        raise TypeError(f"{name}: targets must be integer class indices, got {target.dtype}")
+    if input.ndim > 2:
+        C = input.shape[1]
+        input = input.permute(0, *range(2, input.ndim), 1).reshape(-1, C)
+        target = target.reshape(-1)
+    return input, target
+
+
+def _legacy(size_average, reduce, reduction):
+    """PyTorch's deprecated size_average/reduce arguments as a reduction."""
+    if size_average is None and reduce is None:
+        return reduction
+    if reduce is False:
+        return "none"
+    return "sum" if size_average is False else "mean"
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+    """-weight[t] * input[n, t] for log-probabilities (N, C) (or (N, C, d1, ...)) and class targets t; rows
+    whose target is `ignore_index` count for nothing; the mean divides by the kept rows' total weight."""
+    reduction = _legacy(size_average, reduce, reduction)
+    shape = target.shape
+    input, target = _classes_last(input, target, "nll_loss")
     keep = target != ignore_index
-    picked = input.gather(1, target.where(keep, 0).unsqueeze(1)).squeeze(1)
-    losses = -(picked * keep.to(input.dtype))
+    safe = target.where(keep, 0)
+    picked = input.gather(1, safe.unsqueeze(1)).squeeze(1)
+    w = keep.to(input.dtype)
+    if weight is not None:
+        if weight.shape != (input.shape[1],):
+            raise ValueError(f"nll_loss: weight must have one entry per class ({input.shape[1]}), got {weight.shape}")
+        w = w * weight.to(input.dtype)[safe]
+    losses = -(picked * w)
     if reduction == "mean":
-        return losses.sum() / keep.sum().to(input.dtype)
-    return _reduce(losses, reduction, "nll_loss")
+        return losses.sum() / w.sum()
+    if reduction == "none":
+        return losses.reshape(shape)
+    return reduced(losses, reduction, "nll_loss")
 
 
-def binary_cross_entropy_with_logits(input, target, reduction="mean"):
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """|input - target|, reduced."""
+    _same_shape("l1_loss", input, target)
+    return reduced((input - target).abs(), _legacy(size_average, reduce, reduction), "l1_loss")
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target); beta 0 is the L1 loss."""
+    _same_shape("smooth_l1_loss", input, target)
+    if beta < 0:
+        raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
+    d = (input - target).abs()
+    losses = d if beta == 0 else where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta)
+    return reduced(losses, _legacy(size_average, reduce, reduction), "smooth_l1_loss")
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0):
+    """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta): smooth_l1_loss times delta."""
+    _same_shape("huber_loss", input, target)
+    if delta <= 0:
+        raise ValueError(f"huber_loss: delta must be positive, got {delta}")
+    d = (input - target).abs()
+    return reduced(where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta), reduction, "huber_loss")
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """target * (log target - input) for log-probabilities `input` (0 where target is 0); reduction
+    "batchmean" divides the sum by the batch size, as PyTorch recommends."""
+    if log_target:
+        losses = target.exp() * (target - input)
+    else:
+        losses = where(target > 0, target * (target.clip(min=1e-45).log() - input), 0.0)
+    reduction = _legacy(size_average, reduce, reduction)
+    if reduction == "batchmean":
+        return losses.sum() / input.shape[0]
+    return reduced(losses, reduction, "kl_div")
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
+                                     pos_weight=None):
     """-(t * log(sigmoid(x)) + (1 - t) * log(1 - sigmoid(x))), computed stably as
     max(x, 0) - x * t + log1p(exp(-|x|))."""
     _same_shape("binary_cross_entropy_with_logits", input, target)
-    losses = input.relu() - input * target + (-input.abs()).exp().log1p()
-    return _reduce(losses, reduction, "binary_cross_entropy_with_logits")
+    if pos_weight is None:
+        losses = input.relu() - input * target + (-input.abs()).exp().log1p()
+    else:  # (1 - t) x + (1 + (pw - 1) t) softplus(-x)
+        softplus_neg = (-input).relu() + (-input.abs()).exp().log1p()
+        losses = (1.0 - target) * input + (1.0 + (pos_weight - 1.0) * target) * softplus_neg
+    if weight is not None:
+        losses = losses * weight
+    return reduced(losses, _legacy(size_average, reduce, reduction), "binary_cross_entropy_with_logits")
 
 
-def binary_cross_entropy(input, target, reduction="mean"):
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     """-(t * log(p) + (1 - t) * log(1 - p)) for probabilities p, each log clamped at -100 as PyTorch does."""
     _same_shape("binary_cross_entropy", input, target)
     log_p = input.log().clip(min=-100.0)
     log_q = (1.0 - input).log().clip(min=-100.0)
-    return _reduce(-(target * log_p + (1.0 - target) * log_q), reduction, "binary_cross_entropy")
+    losses = -(target * log_p + (1.0 - target) * log_q)
+    if weight is not None:
+        losses = losses * weight
+    return reduced(losses, _legacy(size_average, reduce, reduction), "binary_cross_entropy")

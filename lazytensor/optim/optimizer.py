@@ -1,19 +1,22 @@
-"""Optimizers (SGD with momentum, Adam, AdamW) with PyTorch's parameter groups and state_dict, and a
-cosine learning-rate schedule with linear warmup (more schedules: lr_scheduler.py). A step builds the
+"""The Optimizer base (PyTorch's parameter groups and state_dict), SGD with momentum, Adam, AdamW, and a
+cosine learning-rate schedule with linear warmup (more schedules: lr_scheduler.py; more optimizers:
+adaptive.py, lbfgs.py). A step builds the
 updates lazily, then realizes the new parameters and state together, so they stay wherever the
 parameters live."""
+import functools
 import math
 
 import numpy as np
 
-from . import compiled, dtypes, grad_mode, lr_scheduler  # noqa: F401  (lt.optim.lr_scheduler, as torch.optim's)
-from .runtime import devices
-from .runtime.hostio import host_view_node
-from .creation import tensor, zeros_like
-from .elementwise import scalar
-from .evaluation import realize
-from .indexing import row
-from .tensor import Tensor
+from .. import compiled, dtypes, grad_mode
+from ..runtime import devices
+from ..runtime.hostio import host_view_node
+from ..creation import tensor, zeros_like
+from ..elementwise import scalar
+from ..evaluation import realize
+from ..indexing import row
+from ..tensor import Tensor
+from . import lr_scheduler
 
 
 _UNWIDENED = (dtypes.float32.np, dtypes.float64.np)  # float16/bfloat16 products are rounded to themselves
@@ -39,6 +42,20 @@ def _scaled_gradient(grad):
 def _host_scalar(value):
     """A 0-d float64 value on the host: it reaches a device kernel as a parameter, not as a copy."""
     return tensor(np.float64(value), dtype=dtypes.float64)
+
+
+def closure_step(step):
+    """PyTorch's `step(closure=None)`: the closure (which recomputes the loss and its gradients) runs first,
+    with gradients on, then the update; returns the closure's loss (None without one)."""
+    @functools.wraps(step)
+    def wrapped(self, closure=None):
+        loss = None
+        if closure is not None:
+            with grad_mode.enable_grad():
+                loss = closure()
+        step(self)
+        return loss
+    return wrapped
 
 
 class Optimizer:
@@ -68,6 +85,27 @@ class Optimizer:
 
     def _params(self):
         return [p for g in self.param_groups for p in g["params"]]
+
+    def add_param_group(self, param_group):
+        """Add a group (a dict with "params"; options not given take the defaults)."""
+        params = param_group["params"]
+        params = [params] if isinstance(params, Tensor) else list(params)
+        unknown = set(param_group) - set(self.defaults) - {"params"}
+        if unknown:
+            raise ValueError(f"{type(self).__name__}: unknown options {sorted(unknown)} in a parameter group")
+        held = {id(p) for p in self._params()}
+        for p in params:
+            if not isinstance(p, Tensor) or not p.requires_grad:
+                raise TypeError(f"{type(self).__name__}: every parameter must be a tensor that requires grad")
+            if id(p) in held:
+                raise ValueError(f"{type(self).__name__}: a parameter appears in more than one group")
+        self.param_groups.append({**self.defaults, **param_group, "params": params})
+
+    def _lr(self, group, dtype):
+        """The group's lr as a 0-d value that lt.jit re-reads from the group at each replay."""
+        lr = scalar(group["lr"], dtype)
+        compiled.dynamic(lr, lambda: group["lr"])
+        return lr
 
     def zero_grad(self, set_to_none=True):
         for p in self._params():
@@ -119,9 +157,13 @@ class Optimizer:
             own.update(saved)
         self.state = state
 
+    def _expected_state(self, p):
+        """The entries of parameter `p`'s state (none declared: any)."""
+        return set(self.STATE_TENSORS) | set(self.STATE_COUNTS)
+
     def _state_entry(self, i, st, p):
         """The state of parameter number `i` (`p`) from its saved entry `st`, checked."""
-        expected = set(self.STATE_TENSORS) | set(self.STATE_COUNTS)
+        expected = self._expected_state(p)
         if expected and (set(st) - expected or (self.STATE_COUNTS and set(st) != expected)):
             raise ValueError(f"load_state_dict: parameter {i}'s state has entries {sorted(map(str, st))}; "
                              f"{type(self).__name__} keeps {sorted(expected)}")
@@ -164,13 +206,19 @@ def _hyperparameter(name, value, group):
 
 
 class SGD(Optimizer):
-    """p <- p - lr * (g + wd p), with momentum buf <- momentum buf + g (PyTorch's form, no dampening)."""
+    """p <- p - lr * (g + wd p), with momentum buf <- momentum buf + (1 - dampening) g (the first step:
+    buf = g) and Nesterov's g + momentum buf, as PyTorch."""
 
     STATE_TENSORS = ("momentum_buffer",)
 
-    def __init__(self, params, lr=1e-3, momentum=0.0, weight_decay=0.0):
-        super().__init__(params, {"lr": lr, "momentum": momentum, "weight_decay": weight_decay})
+    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
+                 maximize=False):
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("SGD: Nesterov momentum needs a momentum and zero dampening")
+        super().__init__(params, {"lr": lr, "momentum": momentum, "dampening": dampening,
+                                  "weight_decay": weight_decay, "nesterov": nesterov, "maximize": maximize})
 
+    @closure_step
     @grad_mode.no_grad()
     def step(self):
         for group in self.param_groups:
@@ -178,7 +226,7 @@ class SGD(Optimizer):
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                g = p.grad
+                g = -p.grad if group["maximize"] else p.grad
                 if group["weight_decay"]:
                     g = g + p * group["weight_decay"]
                 if group["momentum"]:
@@ -187,8 +235,9 @@ class SGD(Optimizer):
                     if buf is None:
                         buf = st["momentum_buffer"] = g.detach()
                     else:
-                        buf._node = (buf * group["momentum"] + g)._node  # the same tensor: lt.jit state
-                    g = buf
+                        step = g if not group["dampening"] else g * (1.0 - group["dampening"])
+                        buf._node = (buf * group["momentum"] + step)._node  # the same tensor: lt.jit state
+                    g = g + buf * group["momentum"] if group["nesterov"] else buf
                 if lr is None or lr.dtype != p.dtype:
                     lr = scalar(group["lr"], p.dtype)  # as `g * lr` with a Python lr, but lt.jit follows it
                     compiled.dynamic(lr, lambda group=group: group["lr"])
@@ -207,6 +256,7 @@ class AdamW(Optimizer):
             raise ValueError(f"{type(self).__name__}: invalid lr={lr}, betas={betas} or eps={eps}")
         super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay})
 
+    @closure_step
     @grad_mode.no_grad()
     def step(self):
         updates, scalars, stepped = [], {}, []

@@ -1,0 +1,47 @@
+"""Sliding windows (convolution and pooling): im2col gathers every window of a (N, C, H, W) input into
+(N, C, kh, kw, Ho, Wo); col2im adds such windows back into (N, C, H, W), im2col's gradient.
+
+attrs: kernel (kh, kw), stride, padding (added on both sides of H and W), dilation, `pad_value` (what
+the padding reads: 0 for convolutions, -inf for max pooling) and, for col2im, the input `shape`.
+Both copy or add values one window offset at a time, so each result element is one value or the sum
+of the same values in the same order (offsets in row-major order) on every backend.
+"""
+import numpy as np
+
+
+def out_size(size, k, stride, pad, dilation):
+    return (size + 2 * pad - dilation * (k - 1) - 1) // stride + 1
+
+
+def _geometry(attrs, shape):
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = attrs["kernel"], attrs["stride"], attrs["padding"], attrs["dilation"]
+    H, W = shape[2], shape[3]
+    return kh, kw, sh, sw, ph, pw, dh, dw, out_size(H, kh, sh, ph, dh), out_size(W, kw, sw, pw, dw)
+
+
+def im2col(attrs, x):
+    kh, kw, sh, sw, ph, pw, dh, dw, Ho, Wo = _geometry(attrs, x.shape)
+    N, C, H, W = x.shape
+    if ph or pw:
+        xp = np.full((N, C, H + 2 * ph, W + 2 * pw), attrs.get("pad_value", 0.0), dtype=x.dtype)
+        xp[:, :, ph:ph + H, pw:pw + W] = x
+    else:
+        xp = x
+    out = np.empty((N, C, kh, kw, Ho, Wo), dtype=x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            out[:, :, i, j] = xp[:, :, i * dh:i * dh + sh * (Ho - 1) + 1:sh, j * dw:j * dw + sw * (Wo - 1) + 1:sw]
+    return out
+
+
+def col2im(attrs, cols):
+    N, C, H, W = attrs["shape"]
+    kh, kw, sh, sw, ph, pw, dh, dw, Ho, Wo = _geometry(attrs, attrs["shape"])
+    out = np.zeros((N, C, H + 2 * ph, W + 2 * pw), dtype=cols.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            out[:, :, i * dh:i * dh + sh * (Ho - 1) + 1:sh, j * dw:j * dw + sw * (Wo - 1) + 1:sw] += cols[:, :, i, j]
+    return np.ascontiguousarray(out[:, :, ph:ph + H, pw:pw + W])
+
+
+WINDOW_KERNELS = {"im2col": im2col, "col2im": col2im}

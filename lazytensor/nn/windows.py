@@ -1,0 +1,186 @@
+"""Convolution and pooling over windows (F.conv1d/conv2d, max/avg/adaptive pooling): one `im2col` node
+gathers the windows (kernels/reference/window.py), then a matrix product or a reduction over them; the
+gradients are the product's and `col2im`."""
+import math
+
+from ..shape_ops import stack
+from ..tensor import Tensor
+
+
+def pair(value, name, n=2):
+    """`value` as an n-tuple of ints (an int is repeated), PyTorch's convention for kernel_size etc."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != n or not all(isinstance(v, int) for v in value):
+            raise ValueError(f"{name} must be an int or {n} ints, got {value!r}")
+        return tuple(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int or {n} ints, got {value!r}")
+    return (value,) * n
+
+
+def windows(x, kernel, stride, padding, dilation, pad_value=0.0):
+    """(N, C, kh, kw, Ho, Wo): every window of the (N, C, H, W) tensor `x`."""
+    N, C, H, W = x.shape
+    kh, kw = kernel
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    Ho = (H + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    Wo = (W + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    if min(kh, kw, sh, sw, dh, dw) < 1 or min(ph, pw) < 0:
+        raise ValueError(f"kernel, stride and dilation must be positive and padding non-negative, got kernel "
+                         f"{kernel}, stride {stride}, padding {padding}, dilation {dilation}")
+    if Ho < 1 or Wo < 1:
+        raise ValueError(f"the input's spatial size {(H, W)} (padded by {padding}) is smaller than the kernel "
+                         f"{kernel} (dilation {dilation})")
+    attrs = {"kernel": (kh, kw), "stride": (sh, sw), "padding": (ph, pw), "dilation": (dh, dw),
+             "pad_value": float(pad_value)}
+    return Tensor._from_op("im2col", (x,), attrs, (N, C, kh, kw, Ho, Wo), x.dtype)
+
+
+def _padding(padding, kernel, dilation, stride, name):
+    if padding == "valid":
+        return (0,) * len(kernel)
+    if padding == "same":
+        if any(s != 1 for s in stride):
+            raise ValueError(f"{name}: padding='same' needs stride 1")
+        total = [d * (k - 1) for k, d in zip(kernel, dilation)]
+        if any(t % 2 for t in total):
+            raise NotImplementedError(f"{name}: padding='same' with an even kernel extent {kernel} (uneven padding)")
+        return tuple(t // 2 for t in total)
+    return pair(padding, f"{name}: padding", len(kernel))
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """PyTorch's F.conv2d: (N, C, H, W) (or unbatched (C, H, W)) with weight (O, C/groups, kh, kw)."""
+    if input.ndim == 3:
+        return conv2d(input.unsqueeze(0), weight, bias, stride, padding, dilation, groups).squeeze(0)
+    if input.ndim != 4 or weight.ndim != 4:
+        raise ValueError(f"conv2d: expected input (N, C, H, W) and weight (O, C/groups, kh, kw), got "
+                         f"{input.shape} and {weight.shape}")
+    N, C = input.shape[:2]
+    O, Cg, kh, kw = weight.shape
+    if groups < 1 or C % groups or O % groups or Cg != C // groups:
+        raise ValueError(f"conv2d: input has {C} channels, weight {weight.shape} with groups={groups} expects "
+                         f"{Cg * groups}")
+    stride, dilation = pair(stride, "conv2d: stride"), pair(dilation, "conv2d: dilation")
+    padding = _padding(padding, (kh, kw), dilation, stride, "conv2d")
+    cols = windows(input, (kh, kw), stride, padding, dilation)
+    Ho, Wo = cols.shape[4:]
+    L = Ho * Wo
+    if groups == 1:
+        out = weight.reshape(O, C * kh * kw) @ cols.reshape(N, C * kh * kw, L)
+    else:
+        w = weight.reshape(groups, O // groups, Cg * kh * kw)
+        out = w @ cols.reshape(N, groups, Cg * kh * kw, L)
+    out = out.reshape(N, O, Ho, Wo)
+    return out if bias is None else out + bias.reshape(O, 1, 1)
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """PyTorch's F.conv1d: (N, C, L) (or (C, L)) with weight (O, C/groups, k), as a conv2d of height 1."""
+    if input.ndim == 2:
+        return conv1d(input.unsqueeze(0), weight, bias, stride, padding, dilation, groups).squeeze(0)
+    if input.ndim != 3 or weight.ndim != 3:
+        raise ValueError(f"conv1d: expected input (N, C, L) and weight (O, C/groups, k), got {input.shape} and "
+                         f"{weight.shape}")
+    (s,), (d,) = pair(stride, "conv1d: stride", 1), pair(dilation, "conv1d: dilation", 1)
+    (p,) = _padding(padding, (weight.shape[2],), (d,), (s,), "conv1d")
+    out = conv2d(input.unsqueeze(2), weight.unsqueeze(2), bias, (1, s), (0, p), (1, d), groups)
+    return out.squeeze(2)
+
+
+def _pool_args(name, kernel_size, stride, padding, dilation, n):
+    kernel = pair(kernel_size, f"{name}: kernel_size", n)
+    stride = kernel if stride is None or stride == () or stride == [] else pair(stride, f"{name}: stride", n)
+    padding, dilation = pair(padding, f"{name}: padding", n), pair(dilation, f"{name}: dilation", n)
+    if any(2 * p > k for p, k in zip(padding, kernel)):
+        raise ValueError(f"{name}: padding {padding} must be at most half the kernel size {kernel}")
+    return kernel, stride, padding, dilation
+
+
+def _batched(pool, x, ndim):
+    """Run `pool` on a batched input: an unbatched one gets a batch axis for the call."""
+    return pool(x.unsqueeze(0)).squeeze(0) if x.ndim == ndim - 1 else pool(x)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """The largest value of each window (the first one, for gradients, as PyTorch picks)."""
+    if ceil_mode or return_indices:
+        raise NotImplementedError("max_pool2d: ceil_mode and return_indices are not supported")
+    kernel, stride, padding, dilation = _pool_args("max_pool2d", kernel_size, stride, padding, dilation, 2)
+
+    def pool(x):
+        cols = windows(x, kernel, stride, padding, dilation, pad_value=-math.inf)
+        N, C, kh, kw, Ho, Wo = cols.shape
+        flat = cols.reshape(N, C, kh * kw, Ho, Wo)
+        return flat.gather(2, flat.argmax(dim=2, keepdim=True)).squeeze(2)
+    return _batched(pool, input, 4)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """The mean of each window (padding counted as zeros, PyTorch's default)."""
+    if ceil_mode or not count_include_pad:
+        raise NotImplementedError("avg_pool2d: ceil_mode and count_include_pad=False are not supported")
+    kernel, stride, padding, dilation = _pool_args("avg_pool2d", kernel_size, stride, padding, 1, 2)
+
+    def pool(x):
+        cols = windows(x, kernel, stride, padding, dilation)
+        total = cols.sum(dim=(2, 3))
+        return total / float(divisor_override or kernel[0] * kernel[1])
+    return _batched(pool, input, 4)
+
+
+def _as_2d(pool1d_args):
+    def pool1d(input, kernel_size, stride=None, padding=0, *rest, **kwargs):
+        k, = pair(kernel_size, "kernel_size", 1)
+        s = None if stride is None else pair(stride, "stride", 1)[0]
+        p, = pair(padding, "padding", 1)
+        x = input.unsqueeze(-2)
+        out = pool1d_args(x, (1, k), None if s is None else (1, s), (0, p), *rest, **kwargs)
+        return out.squeeze(-2)
+    return pool1d
+
+
+max_pool1d = _as_2d(max_pool2d)
+avg_pool1d = _as_2d(avg_pool2d)
+
+
+def _adaptive_bounds(size, out):
+    return [((i * size) // out, -(-((i + 1) * size) // out)) for i in range(out)]
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """Means over PyTorch's adaptive windows: cell i covers [floor(i*H/out), ceil((i+1)*H/out))."""
+    out_hw = pair(output_size, "adaptive_avg_pool2d: output_size") if not isinstance(output_size, (list, tuple)) \
+        else tuple(output_size)
+    H, W = input.shape[-2:]
+    oh, ow = (H if o is None else o for o, H in zip(out_hw, (H, W)))
+    if H % oh == 0 and W % ow == 0:
+        kernel = (H // oh, W // ow)
+        return avg_pool2d(input, kernel, kernel)
+    rows = []
+    for r0, r1 in _adaptive_bounds(H, oh):
+        cells = [input[..., r0:r1, c0:c1].mean(dim=(-2, -1)) for c0, c1 in _adaptive_bounds(W, ow)]
+        rows.append(stack(cells, dim=-1))
+    return stack(rows, dim=-2)
+
+
+def adaptive_avg_pool1d(input, output_size):
+    (o,) = pair(output_size, "adaptive_avg_pool1d: output_size", 1)
+    return adaptive_avg_pool2d(input.unsqueeze(-2), (1, o)).squeeze(-2)
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    """Maxima over PyTorch's adaptive windows."""
+    if return_indices:
+        raise NotImplementedError("adaptive_max_pool2d: return_indices is not supported")
+    out_hw = tuple(output_size) if isinstance(output_size, (list, tuple)) else (output_size, output_size)
+    H, W = input.shape[-2:]
+    oh, ow = (H if o is None else o for o, H in zip(out_hw, (H, W)))
+    if H % oh == 0 and W % ow == 0:
+        return max_pool2d(input, (H // oh, W // ow))
+    rows = []
+    for r0, r1 in _adaptive_bounds(H, oh):
+        cells = [input[..., r0:r1, c0:c1].amax(dim=(-2, -1)) for c0, c1 in _adaptive_bounds(W, ow)]
+        rows.append(stack(cells, dim=-1))
+    return stack(rows, dim=-2)
