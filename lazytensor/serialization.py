@@ -6,10 +6,7 @@ what lazytensor saved and lazytensor reads what PyTorch saved. `load` also reads
 earlier lazytensor versions (the arrays, plus the structure as JSON). Loading never runs code from the
 file: PyTorch archives are unpickled through an allow-list, .npz files with allow_pickle=False.
 """
-import json
 import os
-
-import numpy as np
 
 from . import torch_archive
 from .checkpoint import ARCHIVE_ERRORS, read_archive

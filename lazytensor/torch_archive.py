@@ -221,35 +221,37 @@ class _Pickler(pickle._Pickler):  # the Python implementation: its dispatch tabl
 _ALLOWED_LEAVES = (type(None), bool, int, float, str, complex)
 
 
-def _check_savable(obj, depth=0):
+def _savable(obj, depth=0):
+    """`obj` with NumPy scalars as Python numbers; TypeError for anything but tensors, arrays, numbers,
+    strings, bools, None and dicts (string or integer keys), lists and tuples of them."""
     if depth > 200:
         raise ValueError("save: the object is nested too deeply")
     if isinstance(obj, (Tensor, np.ndarray)):
         if isinstance(obj, np.ndarray) and obj.dtype == object:
             raise TypeError("save: object arrays cannot be saved (they would need pickle)")
-        return
+        return obj
     if isinstance(obj, np.generic):
-        raise TypeError(f"save: a NumPy scalar ({type(obj).__name__}); save a Python number (.item()) or a tensor")
+        return obj.item()
     if isinstance(obj, dict):
-        for k, v in obj.items():
+        for k in obj:
             if not isinstance(k, (str, int)) or isinstance(k, bool):
                 raise TypeError("save: dict keys must be strings or integers")
-            _check_savable(v, depth + 1)
-        return
+        out = collections.OrderedDict() if isinstance(obj, collections.OrderedDict) else {}
+        out.update((k, _savable(v, depth + 1)) for k, v in obj.items())
+        return out
     if isinstance(obj, (list, tuple)):
-        for v in obj:
-            _check_savable(v, depth + 1)
-        return
+        return type(obj)(_savable(v, depth + 1) for v in obj) if type(obj) in (list, tuple) else \
+            [_savable(v, depth + 1) for v in obj]
     if not isinstance(obj, _ALLOWED_LEAVES):
         raise TypeError(f"save: cannot save a {type(obj).__name__}; save tensors, arrays, numbers, strings and "
                         f"dicts, lists or tuples of them (a model: model.state_dict())")
+    return obj
 
 
 def save(obj, f, name="archive"):
     """Write `obj` to `f` (a path or binary file) as PyTorch's archive."""
-    _check_savable(obj)
     body, storages = io.BytesIO(), []
-    _Pickler(body, storages).dump(obj)
+    _Pickler(body, storages).dump(_savable(obj))
     with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as z:
         z.writestr(f"{name}/data.pkl", body.getvalue())
         z.writestr(f"{name}/.format_version", "1")

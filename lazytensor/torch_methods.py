@@ -160,7 +160,7 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
 def _with_alpha(op):
     def method(self, other, *, alpha=1):
         if alpha != 1:
-            other = binary("mul", other, alpha)
+            other = binary("mul", other, alpha) if isinstance(other, Tensor) else other * alpha
         return binary(op, self, other)
     method.__name__ = op
     method.__doc__ = f"self {'+' if op == 'add' else '-'} alpha * other (PyTorch's `{op}` with `alpha=`)."
@@ -188,20 +188,25 @@ _NUMPY_REDUCTIONS = {np.sum: "sum", np.mean: "mean", np.max: "amax", np.min: "am
                      np.all: "all", np.argmax: "argmax", np.argmin: "argmin"}
 
 
+def _plain(value):
+    """`value` with every tensor in it (also inside lists and tuples) as a NumPy array (a host read)."""
+    if isinstance(value, Tensor):
+        return np.asarray(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    return value
+
+
 def _array_function(self, func, types, args, kwargs):
     name = _NUMPY_REDUCTIONS.get(func)
     if name is None or not args or args[0] is not self or any(isinstance(a, Tensor) for a in args[1:]):
-        plain = [np.asarray(a) if isinstance(a, Tensor) else a for a in args]
-        plain_kw = {k: np.asarray(v) if isinstance(v, Tensor) else v for k, v in kwargs.items()}
-        return func(*plain, **plain_kw)
-    kwargs = dict(kwargs)
-    out, dtype = kwargs.pop("out", None), kwargs.pop("dtype", None)
-    axis = kwargs.pop("axis", args[1] if len(args) > 1 else None)
-    keepdims = kwargs.pop("keepdims", False)
-    ddof = kwargs.pop("ddof", 0)
-    if kwargs or len(args) > 2 or out is not None:
-        return func(np.asarray(self), *args[1:], out=out, dtype=dtype, **kwargs) if dtype else \
-            func(np.asarray(self), *args[1:], out=out, **kwargs)
+        return func(*_plain(tuple(args)), **{k: _plain(v) for k, v in kwargs.items()})
+    if set(kwargs) - {"axis", "dtype", "keepdims", "ddof", "out"} or len(args) > 2 or kwargs.get("out") is not None:
+        return func(*_plain(tuple(args)), **{k: _plain(v) for k, v in kwargs.items()})
+    axis = kwargs.get("axis", args[1] if len(args) > 1 else None)
+    dtype, keepdims, ddof = kwargs.get("dtype"), kwargs.get("keepdims", False), kwargs.get("ddof", 0)
+    if dtype is None and name in ("mean", "std", "var") and not self.dtype.is_floating_point:
+        dtype = dtypes.float64  # NumPy's mean of integers
     x = self if dtype is None else elementwise.cast(self, dtype)
     method = getattr(x, name)
     if name in ("argmax", "argmin"):

@@ -263,7 +263,7 @@ def test_adamw_step_on_the_cpu_updates_small_parameters_in_one_kernel_and_big_on
 def _adamw_run(monkeypatch, together, write_between=False, steps=4):
     """Parameters and moments after `steps` clipped AdamW steps (decay and no-decay groups) of a small
     MLP, with small parameters updated together (`together`) or each by a kernel of its own."""
-    monkeypatch.setattr(optim, "TOGETHER_MAX_ELEMENTS", optim.TOGETHER_MAX_ELEMENTS if together else 0)
+    monkeypatch.setattr(optim.optimizer, "TOGETHER_MAX_ELEMENTS", optim.TOGETHER_MAX_ELEMENTS if together else 0)
     lt.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4))
     decay = [p for p in model.parameters() if p.ndim >= 2]

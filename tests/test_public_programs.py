@@ -6,7 +6,6 @@ batches, with dropout set to 0 where it is on (the two frameworks draw different
 per-step losses agree within 1e-5 relative. The test drives each program through its own classes and
 functions; a few run end to end as scripts under lazytensor alone."""
 import argparse
-import contextlib
 import io
 import math
 import re

@@ -50,12 +50,14 @@ def test_activations_match_pytorch_values_and_gradients(name):
 def test_regression_and_binary_losses_match_pytorch(reduction):
     t = R.uniform(0, 1, size=X.shape)
     p = R.uniform(0.01, 0.99, size=X.shape)
-    _both(lambda a, b: F.mse_loss(a, b, reduction), lambda a, b: TF.mse_loss(a, b, reduction=reduction), X, t)
-    _both(lambda a, b: F.binary_cross_entropy_with_logits(a, b, reduction),
+    _both(lambda a, b: F.mse_loss(a, b, reduction=reduction), lambda a, b: TF.mse_loss(a, b, reduction=reduction),
+          X, t)
+    _both(lambda a, b: F.binary_cross_entropy_with_logits(a, b, reduction=reduction),
           lambda a, b: TF.binary_cross_entropy_with_logits(a, b, reduction=reduction), X, t)
-    _both(lambda a, b: F.binary_cross_entropy(a, b, reduction),
+    _both(lambda a, b: F.binary_cross_entropy(a, b, reduction=reduction),
           lambda a, b: TF.binary_cross_entropy(a, b, reduction=reduction), p, t)
-    _both(lambda a, b: lt.nn.MSELoss(reduction)(a, b), lambda a, b: torch.nn.MSELoss(reduction=reduction)(a, b), X, t)
+    _both(lambda a, b: lt.nn.MSELoss(reduction=reduction)(a, b),
+          lambda a, b: torch.nn.MSELoss(reduction=reduction)(a, b), X, t)
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])

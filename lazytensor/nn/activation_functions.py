@@ -56,8 +56,14 @@ def tanhshrink(x):
 
 def mish(x, inplace=False):
     """x * tanh(softplus(x))."""
-    from .functional import softplus
     return x * softplus(x).tanh()
+
+
+def softplus(x, beta=1.0, threshold=20.0):
+    """log(1 + exp(beta * x)) / beta, and x itself where beta * x > threshold (as PyTorch)."""
+    bx = x * beta
+    return where(bx > threshold, x, bx.clip(max=threshold).exp().log1p() / beta)
+
 
 
 def threshold(x, threshold, value, inplace=False):  # noqa: A002  (PyTorch's names)

@@ -5,7 +5,6 @@ import math
 from .. import dtypes
 from ..activations import log_softmax, softmax  # noqa: F401  (re-exported)
 from ..creation import arange, full, ones
-from ..elementwise import where
 from ..indexing import embedding_rows
 from ..random import bernoulli_mask
 from ..shape_ops import cat
@@ -16,7 +15,8 @@ from .losses import (binary_cross_entropy, binary_cross_entropy_with_logits, hub
 from .windows import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool2d, avg_pool1d,  # noqa: F401
                       avg_pool2d, conv1d, conv2d, max_pool1d, max_pool2d)
 from .activation_functions import (celu, elu, glu, hardsigmoid, hardswish, hardtanh, leaky_relu,  # noqa: F401
-                                   logsigmoid, mish, relu6, selu, softmin, softsign, tanhshrink, threshold)
+                                   logsigmoid, mish, relu6, selu, softmin, softplus, softsign, tanhshrink,
+                                   threshold)
 
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
 
@@ -153,12 +153,6 @@ def silu(x, inplace=False):
     return x * x.sigmoid()
 
 
-def softplus(x, beta=1.0, threshold=20.0):
-    """log(1 + exp(beta * x)) / beta, and x itself where beta * x > threshold (as PyTorch)."""
-    bx = x * beta
-    return where(bx > threshold, x, bx.clip(max=threshold).exp().log1p() / beta)
-
-
 def one_hot(x, num_classes=-1):
     """int64 indicators: out[..., c] = 1 where x == c. Like PyTorch it reads x on the host to check the
     classes (and to find their number when num_classes is -1); IndexError for one out of range."""
@@ -185,7 +179,11 @@ def normalize(x, p=2.0, dim=1, eps=1e-12):
 
 __all__ = ["linear", "embedding", "gelu", "layer_norm", "dropout", "cross_entropy", "softmax", "log_softmax",
            "scaled_dot_product_attention", "relu", "sigmoid", "tanh", "silu", "softplus", "one_hot", "normalize",
-           "mse_loss", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "Tensor"]
+           "pad", "mse_loss", "nll_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "binary_cross_entropy",
+           "binary_cross_entropy_with_logits", "conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d",
+           "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool2d", "celu", "elu", "glu",
+           "hardsigmoid", "hardswish", "hardtanh", "leaky_relu", "logsigmoid", "mish", "relu6", "selu", "softmin",
+           "softsign", "tanhshrink", "threshold", "Tensor"]
 
 
 def pad(x, pad, mode="constant", value=0.0):  # noqa: A002  (PyTorch's names)

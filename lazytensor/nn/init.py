@@ -106,7 +106,7 @@ def trunc_normal_(t, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
             outside = (x < a) | (x > b)
             if not bool(outside.any()):
                 break
-            x = outside.where(_random.normal(mean, std, t.shape, dtype=t.dtype), x)
+            x = _random.normal(mean, std, t.shape, dtype=t.dtype).where(outside, x)
         else:
             raise ValueError(f"trunc_normal_: [{a}, {b}] holds almost none of Normal({mean}, {std})")
         t._node = x.realize()._node

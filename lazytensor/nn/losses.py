@@ -20,11 +20,11 @@ def _same_shape(name, input, target):
                          f"(broadcasting them silently is a common bug; expand one explicitly)")
 
 
-def mse_loss(input, target, reduction="mean"):
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """(input - target)^2, reduced."""
     _same_shape("mse_loss", input, target)
     diff = input - target
-    return reduced(diff * diff, reduction, "mse_loss")
+    return reduced(diff * diff, _legacy(size_average, reduce, reduction), "mse_loss")
 
 
 def _classes_last(input, target, name):

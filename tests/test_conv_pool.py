@@ -1,0 +1,157 @@
+"""Convolution and pooling (`im2col` + a product or a reduction, `col2im` for the gradient): values and
+gradients against PyTorch where it is installed, against a direct NumPy loop for random shapes
+(Hypothesis), the modules, and errors that name the problem."""
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import lazytensor as lt
+import lazytensor.nn.functional as F
+
+
+@pytest.fixture
+def torch():
+    return pytest.importorskip("torch")
+
+
+def _check(torch, fn_lt, fn_torch, *arrays, rtol=1e-9):
+    ours = [lt.tensor(a, requires_grad=True) for a in arrays]
+    theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    out, ref = fn_lt(*ours), fn_torch(*theirs)
+    w = np.random.default_rng(1).uniform(0.5, 1.5, tuple(ref.shape))
+    (out * lt.tensor(w)).sum().backward()
+    (ref * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=rtol, atol=1e-12)
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=rtol, atol=1e-12)
+
+
+R = np.random.default_rng(0)
+CONV2D = [  # (input shape, weight shape, kwargs)
+    ((2, 3, 9, 8), (4, 3, 3, 3), {}),
+    ((2, 3, 9, 8), (4, 3, 3, 2), dict(stride=2, padding=1)),
+    ((1, 4, 10, 10), (6, 2, 3, 3), dict(groups=2, dilation=2, padding=(2, 1))),
+    ((2, 2, 7, 7), (3, 2, 5, 5), dict(padding="same")),
+    ((3, 6, 6), (2, 3, 1, 1), dict(stride=(1, 2))),  # unbatched input
+]
+
+
+@pytest.mark.parametrize("shapes", CONV2D, ids=range(len(CONV2D)))
+def test_conv2d_matches_pytorch_in_value_and_gradient(torch, shapes):
+    xs, ws, kw = shapes
+    if len(xs) == 3:
+        kw = dict(kw)
+        ws = (ws[0], xs[0], *ws[2:])
+    x, w, b = R.standard_normal(xs), R.standard_normal(ws), R.standard_normal(ws[0])
+    _check(torch, lambda x, w, b: F.conv2d(x, w, b, **kw), lambda x, w, b: torch.nn.functional.conv2d(x, w, b, **kw),
+           x, w, b)
+
+
+@pytest.mark.parametrize("kw", [{}, dict(stride=2, padding=2, dilation=2), dict(groups=3, padding="same")])
+def test_conv1d_matches_pytorch_in_value_and_gradient(torch, kw):
+    x, w = R.standard_normal((2, 3, 11)), R.standard_normal((6, 3 // kw.get("groups", 1), 3))
+    _check(torch, lambda x, w: F.conv1d(x, w, **kw), lambda x, w: torch.nn.functional.conv1d(x, w, **kw), x, w)
+
+
+POOLS = {
+    "max_pool2d 2": (lambda F, x: F.max_pool2d(x, 2)),
+    "max_pool2d 3 s2 p1": (lambda F, x: F.max_pool2d(x, 3, stride=2, padding=1)),
+    "max_pool2d dilation": (lambda F, x: F.max_pool2d(x, 2, stride=1, dilation=2)),
+    "avg_pool2d 2": (lambda F, x: F.avg_pool2d(x, 2)),
+    "avg_pool2d 3 s1 p1": (lambda F, x: F.avg_pool2d(x, 3, stride=1, padding=1)),
+    "adaptive_avg_pool2d 1": (lambda F, x: F.adaptive_avg_pool2d(x, 1)),
+    "adaptive_avg_pool2d uneven": (lambda F, x: F.adaptive_avg_pool2d(x, (3, 4))),
+    "adaptive_max_pool2d uneven": (lambda F, x: F.adaptive_max_pool2d(x, (4, 3))),
+    "max_pool1d": (lambda F, x: F.max_pool1d(x.flatten(2), 3, stride=2)),
+    "avg_pool1d": (lambda F, x: F.avg_pool1d(x.flatten(2), 4)),
+    "adaptive_avg_pool1d": (lambda F, x: F.adaptive_avg_pool1d(x.flatten(2), 5)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(POOLS))
+def test_pooling_matches_pytorch_in_value_and_gradient(torch, name):
+    x = R.standard_normal((2, 3, 7, 9))
+    _check(torch, lambda x: POOLS[name](F, x), lambda x: POOLS[name](torch.nn.functional, x), x)
+
+
+def test_max_pool_gives_a_tied_window_gradient_to_its_first_maximum_as_pytorch(torch):
+    x = np.zeros((1, 1, 4, 4))
+    _check(torch, lambda x: F.max_pool2d(x, 2), lambda x: torch.nn.functional.max_pool2d(x, 2), x)
+
+
+def _direct_conv2d(x, w, stride, pad):
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    N, C, H, W = xp.shape
+    O, _, kh, kw = w.shape
+    Ho, Wo = (H - kh) // stride + 1, (W - kw) // stride + 1
+    out = np.zeros((N, O, Ho, Wo))
+    for i in range(Ho):
+        for j in range(Wo):
+            patch = xp[:, :, i * stride:i * stride + kh, j * stride:j * stride + kw]
+            out[:, :, i, j] = np.einsum("nchw,ochw->no", patch, w)
+    return out
+
+
+@given(n=st.integers(1, 2), c=st.integers(1, 3), o=st.integers(1, 3), h=st.integers(3, 8), w=st.integers(3, 8),
+       k=st.integers(1, 3), stride=st.integers(1, 3), pad=st.integers(0, 2))
+def test_conv2d_of_random_shapes_is_the_direct_sum(n, c, o, h, w, k, stride, pad):
+    rs = np.random.default_rng(n * 1000 + h * 10 + w)
+    x, wt = rs.standard_normal((n, c, h, w)), rs.standard_normal((o, c, k, k))
+    got = F.conv2d(lt.tensor(x), lt.tensor(wt), stride=stride, padding=pad).numpy()
+    np.testing.assert_allclose(got, _direct_conv2d(x, wt, stride, pad), rtol=1e-10, atol=1e-12)
+
+
+def test_conv_modules_have_pytorchs_parameters_and_init_bounds(torch):
+    lt.manual_seed(0)
+    ours, theirs = lt.nn.Conv2d(3, 8, 5, padding=2, bias=True), torch.nn.Conv2d(3, 8, 5, padding=2)
+    assert [(n, tuple(p.shape)) for n, p in ours.named_parameters()] == \
+        [(n, tuple(p.shape)) for n, p in theirs.named_parameters()]
+    bound = 1 / np.sqrt(3 * 25)
+    assert float(ours.weight.abs().max()) <= bound and float(ours.bias.abs().max()) <= bound
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    x = R.standard_normal((2, 3, 6, 6)).astype(np.float32)
+    np.testing.assert_allclose(ours(lt.tensor(x)).numpy(), theirs(torch.tensor(x)).detach().numpy(), rtol=1e-4,
+                               atol=1e-5)
+    c1 = lt.nn.Conv1d(4, 2, 3, stride=2)
+    assert c1(lt.ones(1, 4, 9)).shape == (1, 2, 4)
+
+
+def test_pooling_modules_run_as_layers():
+    x = lt.ones(2, 3, 8, 8)
+    net = lt.nn.Sequential(lt.nn.MaxPool2d(2), lt.nn.AvgPool2d(2, stride=1), lt.nn.AdaptiveAvgPool2d((1, 1)),
+                           lt.nn.Flatten())
+    assert net(x).shape == (2, 3)
+    assert lt.nn.MaxPool1d(2)(lt.ones(1, 2, 6)).shape == (1, 2, 3)
+
+
+def test_conv_errors_name_the_problem():
+    with pytest.raises(ValueError, match="3 channels.*groups=1 expects 4"):
+        F.conv2d(lt.ones(1, 3, 5, 5), lt.ones(2, 4, 3, 3))
+    with pytest.raises(ValueError, match="smaller than the kernel"):
+        F.conv2d(lt.ones(1, 1, 2, 2), lt.ones(1, 1, 3, 3))
+    with pytest.raises(ValueError, match=r"expected input \(N, C, H, W\)"):
+        F.conv2d(lt.ones(5, 5), lt.ones(1, 1, 3, 3))
+    with pytest.raises(NotImplementedError, match="ceil_mode"):
+        F.max_pool2d(lt.ones(1, 1, 4, 4), 2, ceil_mode=True)
+    with pytest.raises(ValueError, match="at most half the kernel"):
+        F.max_pool2d(lt.ones(1, 1, 4, 4), 2, padding=2)
+    with pytest.raises(NotImplementedError, match="padding_mode"):
+        lt.nn.Conv2d(1, 1, 3, padding_mode="reflect")
+
+
+def test_a_cnn_step_replays_under_jit():
+    lt.manual_seed(0)
+    net = lt.nn.Sequential(lt.nn.Conv2d(1, 4, 3), lt.nn.ReLU(), lt.nn.MaxPool2d(2), lt.nn.Flatten(),
+                           lt.nn.Linear(4 * 3 * 3, 2))
+    opt = lt.optim.SGD(net.parameters(), lr=0.1)
+
+    def step(x, y):
+        loss = F.cross_entropy(net(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+    compiled = lt.jit(step)
+    x, y = lt.tensor(R.standard_normal((4, 1, 8, 8)).astype(np.float32)), lt.tensor([0, 1, 1, 0])
+    losses = [compiled(x, y).item() for _ in range(4)]
+    assert losses[-1] < losses[0] and compiled.stats()["replayed"] >= 1
