@@ -295,9 +295,9 @@ _RECORDS = (
        "(the last of repeated positions wins)"),
     # ---- sliding windows: convolution and pooling (im2col, then a product or a reduction) ----------------
     Op("im2col", "window", "attr", "exact", "rule", "every window of a (N, C, H, W) input, as "
-       "(N, C, kh, kw, Ho, Wo)", policy="broadcast"),
+       "(C, kh, kw, N, Ho, Wo)", policy="broadcast", kernels=frozenset({"numba"})),
     Op("col2im", "window", "attr", "exact", "rule", "windows added back into (N, C, H, W) (im2col's gradient)",
-       policy="broadcast"),
+       policy="broadcast", kernels=frozenset({"numba"})),
     # ---- a NumPy function with no kernel of its own (linalg and fft of the Array API namespace) ---------
     Op("host_call", "host", "attr", "exact", "none", "a NumPy function called on the host (NumPy's result)"),
     # ---- creation and random fills ----------------------------------------------------------------

@@ -7,6 +7,8 @@ from hypothesis import given, strategies as st
 
 import lazytensor as lt
 import lazytensor.nn.functional as F
+from lazytensor.kernels.cpu import window as compiled
+from lazytensor.kernels.reference import window as reference
 
 
 @pytest.fixture
@@ -155,3 +157,18 @@ def test_a_cnn_step_replays_under_jit():
     x, y = lt.tensor(R.standard_normal((4, 1, 8, 8)).astype(np.float32)), lt.tensor([0, 1, 1, 0])
     losses = [compiled(x, y).item() for _ in range(4)]
     assert losses[-1] < losses[0] and compiled.stats()["replayed"] >= 1
+
+
+@given(kh=st.integers(1, 3), kw=st.integers(1, 3), sh=st.integers(1, 3), sw=st.integers(1, 3),
+       ph=st.integers(0, 2), pw=st.integers(0, 2), dh=st.integers(1, 2), dw=st.integers(1, 2),
+       pad_value=st.sampled_from([0.0, -np.inf]), threads=st.sampled_from([None, 2]))
+def test_the_compiled_window_kernels_give_the_references_bytes(kh, kw, sh, sw, ph, pw, dh, dw, pad_value, threads):
+    attrs = dict(kernel=(kh, kw), stride=(sh, sw), padding=(ph, pw), dilation=(dh, dw), pad_value=pad_value)
+    x = np.random.default_rng(kh * 100 + sw).standard_normal((2, 3, 9, 8)).astype(np.float32)
+    pieces = (lambda n, work=1: np.array([0, n // 2, n], dtype=np.int64) if n > 1 else None) if threads else \
+        (lambda n, work=1: None)
+    ref = reference.im2col(attrs, x)
+    assert compiled.im2col(attrs, x, ref.shape, pieces).tobytes() == ref.tobytes()
+    g = np.random.default_rng(1).standard_normal(ref.shape).astype(np.float32)
+    back = {**attrs, "shape": x.shape}
+    assert compiled.col2im(back, g, pieces).tobytes() == reference.col2im(back, g).tobytes()

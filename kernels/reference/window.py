@@ -1,5 +1,7 @@
 """Sliding windows (convolution and pooling): im2col gathers every window of a (N, C, H, W) input into
-(N, C, kh, kw, Ho, Wo); col2im adds such windows back into (N, C, H, W), im2col's gradient.
+(C, kh, kw, N, Ho, Wo) (channels and offsets first: a convolution is then one matrix product over all
+images, W (O, C kh kw) @ cols (C kh kw, N Ho Wo)); col2im adds such windows back into (N, C, H, W),
+im2col's gradient.
 
 attrs: kernel (kh, kw), stride, padding (added on both sides of H and W), dilation, `pad_value` (what
 the padding reads: 0 for convolutions, -inf for max pooling) and, for col2im, the input `shape`.
@@ -27,10 +29,11 @@ def im2col(attrs, x):
         xp[:, :, ph:ph + H, pw:pw + W] = x
     else:
         xp = x
-    out = np.empty((N, C, kh, kw, Ho, Wo), dtype=x.dtype)
+    out = np.empty((C, kh, kw, N, Ho, Wo), dtype=x.dtype)
     for i in range(kh):
         for j in range(kw):
-            out[:, :, i, j] = xp[:, :, i * dh:i * dh + sh * (Ho - 1) + 1:sh, j * dw:j * dw + sw * (Wo - 1) + 1:sw]
+            window = xp[:, :, i * dh:i * dh + sh * (Ho - 1) + 1:sh, j * dw:j * dw + sw * (Wo - 1) + 1:sw]
+            out[:, i, j] = window.transpose(1, 0, 2, 3)
     return out
 
 
@@ -40,7 +43,8 @@ def col2im(attrs, cols):
     out = np.zeros((N, C, H + 2 * ph, W + 2 * pw), dtype=cols.dtype)
     for i in range(kh):
         for j in range(kw):
-            out[:, :, i * dh:i * dh + sh * (Ho - 1) + 1:sh, j * dw:j * dw + sw * (Wo - 1) + 1:sw] += cols[:, :, i, j]
+            window = out[:, :, i * dh:i * dh + sh * (Ho - 1) + 1:sh, j * dw:j * dw + sw * (Wo - 1) + 1:sw]
+            window += cols[:, i, j].transpose(1, 0, 2, 3)
     return np.ascontiguousarray(out[:, :, ph:ph + H, pw:pw + W])
 
 

@@ -19,7 +19,7 @@ def pair(value, name, n=2):
 
 
 def windows(x, kernel, stride, padding, dilation, pad_value=0.0):
-    """(N, C, kh, kw, Ho, Wo): every window of the (N, C, H, W) tensor `x`."""
+    """(C, kh, kw, N, Ho, Wo): every window of the (N, C, H, W) tensor `x`, channels and offsets first."""
     N, C, H, W = x.shape
     kh, kw = kernel
     (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
@@ -33,7 +33,7 @@ def windows(x, kernel, stride, padding, dilation, pad_value=0.0):
                          f"{kernel} (dilation {dilation})")
     attrs = {"kernel": (kh, kw), "stride": (sh, sw), "padding": (ph, pw), "dilation": (dh, dw),
              "pad_value": float(pad_value)}
-    return Tensor._from_op("im2col", (x,), attrs, (N, C, kh, kw, Ho, Wo), x.dtype)
+    return Tensor._from_op("im2col", (x,), attrs, (C, kh, kw, N, Ho, Wo), x.dtype)
 
 
 def _padding(padding, kernel, dilation, stride, name):
@@ -65,13 +65,13 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     padding = _padding(padding, (kh, kw), dilation, stride, "conv2d")
     cols = windows(input, (kh, kw), stride, padding, dilation)
     Ho, Wo = cols.shape[4:]
-    L = Ho * Wo
+    # one product over every image: (O, C kh kw) @ (C kh kw, N Ho Wo); its gradients are one product each
     if groups == 1:
-        out = weight.reshape(O, C * kh * kw) @ cols.reshape(N, C * kh * kw, L)
+        out = weight.reshape(O, C * kh * kw) @ cols.reshape(C * kh * kw, N * Ho * Wo)
     else:
         w = weight.reshape(groups, O // groups, Cg * kh * kw)
-        out = w @ cols.reshape(N, groups, Cg * kh * kw, L)
-    out = out.reshape(N, O, Ho, Wo)
+        out = w @ cols.reshape(groups, Cg * kh * kw, N * Ho * Wo)
+    out = out.reshape(O, N, Ho, Wo).permute(1, 0, 2, 3)
     return out if bias is None else out + bias.reshape(O, 1, 1)
 
 
@@ -110,9 +110,9 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 
     def pool(x):
         cols = windows(x, kernel, stride, padding, dilation, pad_value=-math.inf)
-        N, C, kh, kw, Ho, Wo = cols.shape
-        flat = cols.reshape(N, C, kh * kw, Ho, Wo)
-        return flat.gather(2, flat.argmax(dim=2, keepdim=True)).squeeze(2)
+        C, kh, kw, N, Ho, Wo = cols.shape
+        flat = cols.reshape(C, kh * kw, N, Ho, Wo)
+        return flat.gather(1, flat.argmax(dim=1, keepdim=True)).squeeze(1).permute(1, 0, 2, 3)
     return _batched(pool, input, 4)
 
 
@@ -124,8 +124,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     kernel, stride, padding, dilation = _pool_args("avg_pool2d", kernel_size, stride, padding, 1, 2)
 
     def pool(x):
-        cols = windows(x, kernel, stride, padding, dilation)
-        total = cols.sum(dim=(2, 3))
+        total = windows(x, kernel, stride, padding, dilation).sum(dim=(1, 2)).permute(1, 0, 2, 3)
         return total / float(divisor_override or kernel[0] * kernel[1])
     return _batched(pool, input, 4)
 

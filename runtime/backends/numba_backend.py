@@ -12,7 +12,8 @@ reference: the same folds, blocked ones included), amax/amin (bit-identical: exa
 NumPy), erf (may differ from the reference in the last unit: libm's exp vs NumPy's in float64, for float32
 values erf_in_float32, computed in float32 eight lanes wide: within one unit), softmax/log_softmax and their gradients along any axis (one
 kernel each, within a few units of the reference: exp and log; the gradient of softmax is
-bit-identical), layer_norm and its gradient (bit-identical), place_slices (the
+bit-identical), layer_norm and its gradient (bit-identical), im2col and col2im (bit-identical: the same copies and
+sums in the same order), place_slices (the
 gradient of a split or q/k/v: copies, a large transposed piece in tiles on several threads); at any
 size the AdamW update and clip_grad_norm_'s sum of squares (bit-identical), the scatter-adds of
 index_select/embedding and gather (take_along) gradients (bit-identical: index order, float64; NumPy's
@@ -37,6 +38,7 @@ from ...kernels.cpu import reduce as cpu_reduce
 from ...kernels.cpu import softmax as cpu_softmax
 from ...kernels.cpu import special as cpu_special
 from ...kernels.cpu import special32 as cpu_special32
+from ...kernels.cpu import window as cpu_window
 from ...kernels import ops
 from ...kernels.reference import KERNELS
 from ...kernels.reference.optim import side_by_side
@@ -49,6 +51,7 @@ _LAYER_NORM = ops.names(family="layer_norm")
 _SOFTMAX = ops.names(family="softmax")
 _RANDOM = ops.names(family="random")
 _ADAMW = frozenset({"adamw", "adamw_many"})
+_WINDOW = ops.names(family="window")
 
 
 def _count(shape, axes):
@@ -146,6 +149,8 @@ class NumbaBackend(HostBackend):
         if node.op in _SOFTMAX:
             return (node.dtype in _FLOATS and node.size >= MIN_ELEMENTS
                     and all(b.dtype == node.dtype and b.shape == node.shape for b in operands))
+        if node.op in _WINDOW:
+            return node.dtype in _FLOATS and operands[0].dtype == node.dtype and node.size >= MIN_ELEMENTS
         if len(operands) != 1:
             return False
         x = operands[0]
@@ -184,6 +189,10 @@ class NumbaBackend(HostBackend):
                                       parallel.pieces)
         if node.op in _SOFTMAX:
             return cpu_softmax.run(node.op, node.attrs["axis"], args, node.dtype, parallel.pieces)
+        if node.op == "im2col":
+            return cpu_window.im2col(node.attrs, args[0], node.shape, parallel.pieces)
+        if node.op == "col2im":
+            return cpu_window.col2im(node.attrs, args[0], parallel.pieces)
         x = args[0]
         if node.op == "erf":
             out = np.empty(node.shape, node.dtype)
