@@ -5,7 +5,7 @@ import numpy as np
 from . import dtypes
 from . import activations, autograd, elementwise, grad_mode, indexing, linalg, reductions, shape_ops, sorting
 from .elementwise import BINARY_FUNCTIONS, UNARY_FUNCTIONS, binary, unary
-from .runtime import devices as _devices, hostio
+from .runtime import hostio
 from .tensor import Tensor
 
 
@@ -150,28 +150,11 @@ Tensor.softmax = activations.softmax
 Tensor.log_softmax = activations.log_softmax
 
 
-def _to(self, target):
-    """A dtype: this tensor converted to it. A device name ("cpu", "virtual", "cuda", any registered
-    device): this tensor, realized and copied there now (self is returned; its value is unchanged)."""
-    if _devices.is_device_name(target):
-        where = _devices.resolve_placement(target)
-        if where == "cpu":
-            hostio.place_on_host(self._node)
-        else:
-            hostio.place_on_device(self._node, _devices.active_device())
-        self._placed = where
-        return self
-    return elementwise.cast(self, target)
-
-
-Tensor.to = _to
-
-
 def _to_device(self, device, /, *, stream=None):
-    """The Array API's to_device: this array, copied to `device` now (see Tensor.to)."""
+    """The Array API's to_device: this array, copied to `device` now (see Tensor.to, lazytensor/torch_methods.py)."""
     if stream is not None:
         raise ValueError("to_device: streams are not supported; pass stream=None")
-    return _to(self, device)
+    return self.to(device)
 
 
 def _dlpack(self, /, *, stream=None, max_version=None, dl_device=None, copy=None):

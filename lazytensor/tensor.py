@@ -271,8 +271,9 @@ class Tensor:
         self._node = hostio.replace_value(arr, "fill_")
         return self
 
-    def copy_(self, src):
-        """Overwrite this tensor with `src` (array-like or Tensor), broadcast and cast to this dtype."""
+    def copy_(self, src, non_blocking=False):
+        """Overwrite this tensor with `src` (array-like or Tensor), broadcast and cast to this dtype
+        (`non_blocking` is accepted: copies never block the program; reads wait for what they need)."""
         self._check_writable("copy_")
         if isinstance(src, Tensor):
             self._node = src.astype(self.dtype).broadcast_to(self.shape).contiguous()._node

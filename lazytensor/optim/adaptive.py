@@ -1,10 +1,10 @@
 """Adagrad, RMSprop and Adadelta with PyTorch's algorithms, defaults and state names. Each step builds
 the updates lazily and realizes the parameters and state together; the state tensors keep their
 objects (lt.jit follows them), the learning rate is re-read at each replay."""
-from .. import compiled, grad_mode
+from .. import compiled
 from ..creation import full, zeros_like
 from ..elementwise import scalar
-from .optimizer import Optimizer, closure_step
+from .optimizer import ElementwiseOptimizer
 
 
 def _check(name, **values):
@@ -13,34 +13,7 @@ def _check(name, **values):
             raise ValueError(f"{name}: invalid {key}={value} (must be non-negative)")
 
 
-class _Elementwise(Optimizer):
-    """An optimizer whose update of each parameter is `_update(p, g, state, group, lr)`."""
-
-    @closure_step
-    @grad_mode.no_grad()
-    def step(self):
-        for group in self.param_groups:
-            lr = None
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                g = -p.grad if group.get("maximize") else p.grad
-                if group["weight_decay"]:
-                    g = g + p * group["weight_decay"]
-                st = self.state.get(id(p))
-                if st is None:
-                    st = self.state[id(p)] = self._initial_state(p, group)
-                if lr is None or lr.dtype != p.dtype:
-                    lr = self._lr(group, p.dtype)
-                p._node = self._update(p, g, st, group, lr)._node
-        self._realize()
-
-    @staticmethod
-    def _set(state, key, value):
-        state[key]._node = value._node  # the same tensor: lt.jit state
-
-
-class Adagrad(_Elementwise):
+class Adagrad(ElementwiseOptimizer):
     """sum += g^2; p -= clr * g / (sqrt(sum) + eps), clr = lr / (1 + (step - 1) * lr_decay)."""
 
     STATE_TENSORS, STATE_COUNTS = ("sum",), ("step",)
@@ -66,7 +39,7 @@ class Adagrad(_Elementwise):
         return p - lr * g / (total.sqrt() + group["eps"])
 
 
-class RMSprop(_Elementwise):
+class RMSprop(ElementwiseOptimizer):
     """square_avg = alpha sq + (1 - alpha) g^2; avg = sqrt(square_avg (- grad_avg^2 when centered)) + eps;
     p -= lr * g / avg (through a momentum buffer when momentum > 0)."""
 
@@ -108,7 +81,7 @@ class RMSprop(_Elementwise):
         return p - lr * g / avg
 
 
-class Adadelta(_Elementwise):
+class Adadelta(ElementwiseOptimizer):
     """square_avg = rho sq + (1 - rho) g^2; delta = sqrt(acc_delta + eps) / sqrt(square_avg + eps) * g;
     acc_delta = rho acc + (1 - rho) delta^2; p -= lr * delta."""
 

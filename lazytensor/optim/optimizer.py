@@ -68,19 +68,8 @@ class Optimizer:
         groups = params if isinstance(params[0], dict) else [{"params": params}]
         self.defaults = defaults
         self.param_groups = []
-        seen = set()
         for group in groups:
-            unknown = set(group) - set(defaults) - {"params"}
-            if unknown:
-                raise ValueError(f"{type(self).__name__}: unknown options {sorted(unknown)} in a parameter group")
-            g = {**defaults, **group, "params": list(group["params"])}
-            for p in g["params"]:
-                if not isinstance(p, Tensor) or not p.requires_grad:
-                    raise TypeError(f"{type(self).__name__}: every parameter must be a tensor that requires grad")
-                if id(p) in seen:
-                    raise ValueError(f"{type(self).__name__}: a parameter appears in more than one group")
-                seen.add(id(p))
-            self.param_groups.append(g)
+            self.add_param_group(group)
         self.state = {}
 
     def _params(self):
@@ -99,6 +88,7 @@ class Optimizer:
                 raise TypeError(f"{type(self).__name__}: every parameter must be a tensor that requires grad")
             if id(p) in held:
                 raise ValueError(f"{type(self).__name__}: a parameter appears in more than one group")
+            held.add(id(p))
         self.param_groups.append({**self.defaults, **param_group, "params": params})
 
     def _lr(self, group, dtype):
@@ -205,7 +195,36 @@ def _hyperparameter(name, value, group):
     raise ValueError(f"load_state_dict: hyperparameter {name!r} is {value!r}; this optimizer holds {own!r}")
 
 
-class SGD(Optimizer):
+class ElementwiseOptimizer(Optimizer):
+    """An optimizer whose update of each parameter is `_update(p, g, state, group, lr)`: the new value
+    from the gradient (negated with `maximize`, plus weight decay), the state made by `_initial_state`
+    at the first step, and the group's lr as a 0-d value; one realization for every update of a step."""
+
+    @closure_step
+    @grad_mode.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            lr = None
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g = -p.grad if group.get("maximize") else p.grad
+                if group["weight_decay"]:
+                    g = g + p * group["weight_decay"]
+                st = self.state.get(id(p))
+                if st is None:
+                    st = self.state[id(p)] = self._initial_state(p, group)
+                if lr is None or lr.dtype != p.dtype:
+                    lr = self._lr(group, p.dtype)
+                p._node = self._update(p, g, st, group, lr)._node
+        self._realize()
+
+    @staticmethod
+    def _set(state, key, value):
+        state[key]._node = value._node  # the same tensor: lt.jit state
+
+
+class SGD(ElementwiseOptimizer):
     """p <- p - lr * (g + wd p), with momentum buf <- momentum buf + (1 - dampening) g (the first step:
     buf = g) and Nesterov's g + momentum buf, as PyTorch."""
 
@@ -218,31 +237,19 @@ class SGD(Optimizer):
         super().__init__(params, {"lr": lr, "momentum": momentum, "dampening": dampening,
                                   "weight_decay": weight_decay, "nesterov": nesterov, "maximize": maximize})
 
-    @closure_step
-    @grad_mode.no_grad()
-    def step(self):
-        for group in self.param_groups:
-            lr = None
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                g = -p.grad if group["maximize"] else p.grad
-                if group["weight_decay"]:
-                    g = g + p * group["weight_decay"]
-                if group["momentum"]:
-                    st = self.state.setdefault(id(p), {})
-                    buf = st.get("momentum_buffer")
-                    if buf is None:
-                        buf = st["momentum_buffer"] = g.detach()
-                    else:
-                        step = g if not group["dampening"] else g * (1.0 - group["dampening"])
-                        buf._node = (buf * group["momentum"] + step)._node  # the same tensor: lt.jit state
-                    g = g + buf * group["momentum"] if group["nesterov"] else buf
-                if lr is None or lr.dtype != p.dtype:
-                    lr = scalar(group["lr"], p.dtype)  # as `g * lr` with a Python lr, but lt.jit follows it
-                    compiled.dynamic(lr, lambda group=group: group["lr"])
-                p._node = (p - g * lr)._node
-        self._realize()
+    def _initial_state(self, p, group):
+        return {}
+
+    def _update(self, p, g, st, group, lr):
+        if group["momentum"]:
+            buf = st.get("momentum_buffer")
+            if buf is None:
+                buf = st["momentum_buffer"] = g.detach()
+            else:
+                step = g if not group["dampening"] else g * (1.0 - group["dampening"])
+                buf._node = (buf * group["momentum"] + step)._node  # the same tensor: lt.jit state
+            g = g + buf * group["momentum"] if group["nesterov"] else buf
+        return p - g * lr
 
 
 class AdamW(Optimizer):
