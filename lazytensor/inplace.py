@@ -2,8 +2,8 @@
 
 An in-place method gives the same Tensor object a new value (a new graph node; values are never written
 over, so a gradient record that saw the old value keeps it). As in PyTorch it is refused on a leaf that
-requires grad while gradients are recorded; on a tensor computed with gradients it is refused too, with a
-message: rebinding (`x = x + y`) keeps the recorded graph right.
+requires grad while gradients are recorded; on a tensor computed with gradients it is refused too (even
+under no_grad), with a message: rebinding (`x = x + y`) keeps the recorded graph right.
 
 `t.data` is the value without gradient tracking that writes through: `p.data.add_(g, alpha=-lr)` and
 `p.data = v` change `p` itself, as in PyTorch.
@@ -29,12 +29,15 @@ def _settle(self, result, name):
 
 
 def _check(self, name):
-    if grad_mode.is_grad_enabled() and (self.requires_grad or self._grad_fn is not None):
-        leaf = self._grad_fn is None
-        raise RuntimeError(
-            f"{name}: this tensor {'is a leaf that requires grad' if leaf else 'was computed with gradients'}; "
-            + ("update it inside `with lt.no_grad():` (or through .data)" if leaf
-               else f"write `x = x.{name[:-1]}(...)` instead (an in-place change would corrupt the recorded graph)"))
+    """Refuse what would make the recorded graph disagree with the value: any in-place change of a tensor
+    computed with gradients (PyTorch detects it at backward; here the value and its record would part
+    silently), and one of a leaf that requires grad while gradients are recorded."""
+    if self._grad_fn is not None:
+        raise RuntimeError(f"{name}: this tensor was computed with gradients; write `x = x.{name[:-1]}(...)` "
+                           f"instead (an in-place change would corrupt the recorded graph)")
+    if self.requires_grad and grad_mode.is_grad_enabled():
+        raise RuntimeError(f"{name}: this tensor is a leaf that requires grad; update it inside "
+                           f"`with lt.no_grad():` (or through .data)")
 
 
 def _inplace(name, compute):

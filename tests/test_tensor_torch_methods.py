@@ -235,3 +235,9 @@ def test_deepcopy_keeps_the_value_class_and_requires_grad():
     with lt.no_grad():
         q.add_(1)
     np.testing.assert_array_equal(p.numpy(), X)
+
+
+def test_in_place_on_a_computed_tensor_is_refused_under_no_grad_too():
+    y = lt.tensor(X, requires_grad=True) * 2
+    with lt.no_grad(), pytest.raises(RuntimeError, match="computed with gradients"):
+        y.add_(1)
