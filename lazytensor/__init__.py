@@ -25,7 +25,8 @@ from . import methods  # noqa: F401  (binds the functions above onto Tensor; loa
 from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .random import (Generator, get_rng_state, initial_seed, manual_seed, normal, rand, rand_like, randint, randn,
                      randn_like, randperm, set_rng_state, uniform)
-from .device_spec import cuda, device
+from .device_spec import device
+from . import cuda
 from . import torch_methods as _torch_methods, inplace as _inplace
 from .torch_methods import addcdiv, addcmul, allclose, equal, isclose
 from .evaluation import counters, plan, realize, reset_counters

@@ -1,9 +1,8 @@
-"""`lt.device` (PyTorch's torch.device) and the `lt.cuda` namespace PyTorch programs ask before placing work.
+"""`lt.device` (PyTorch's torch.device): what `Tensor.device` gives and every `device=` takes.
 
 A device is a string ("cpu", "cuda:0") with PyTorch's `type` and `index`: it compares equal to its
 name, and every function that takes a device name takes it.
 """
-from .random import manual_seed as _manual_seed
 from .runtime import devices as _devices
 
 
@@ -56,34 +55,3 @@ class device(str):  # noqa: N801  (PyTorch's name)
 
     def __reduce__(self):
         return device, (self._type, self._index)
-
-
-class _Cuda:
-    """`lt.cuda`: what PyTorch programs ask of CUDA. `is_available()` says whether work placed on "cuda"
-    runs there, i.e. CUDA is the active device (lt.set_device("cuda") or LAZYTENSOR_DEVICE=cuda)."""
-
-    @staticmethod
-    def is_available():
-        return _devices.active_name() == "cuda"
-
-    @staticmethod
-    def device_count():
-        return 1 if _Cuda.is_available() else 0
-
-    @staticmethod
-    def manual_seed(seed):
-        """Seeds the one generator every device draws from (as lt.manual_seed)."""
-        _manual_seed(seed)
-
-    manual_seed_all = manual_seed
-
-    @staticmethod
-    def synchronize(device=None):
-        """Nothing to wait for: host reads wait for the values they need."""
-
-    @staticmethod
-    def is_bf16_supported():
-        return True
-
-
-cuda = _Cuda()

@@ -2,6 +2,7 @@
 import numpy as np
 
 from . import dtypes, grad_mode
+from .device_spec import device
 from .errors import normalize_axis
 from .kernels.ops import OPS
 from .runtime import devices, hostio, scheduler
@@ -161,14 +162,14 @@ class Tensor:
 
     @property
     def device(self):
-        """The device this tensor belongs to: where `.to()` (or a creation's `device=`) put it, else the
-        active device ("cpu" when none is selected). It does not change as the engine moves the value;
-        where copies of the value are held right now is `residency`."""
+        """The device this tensor belongs to (an `lt.device`: a name with `.type`): where `.to()` (or a
+        creation's `device=`) put it, else the active device ("cpu" when none is selected). It does not
+        change as the engine moves the value; where copies of the value are held right now is `residency`."""
         if self._placed is not None:
-            return self._placed
+            return device(self._placed)
         attrs = self._node.attrs
         forced = attrs.get("device") if isinstance(attrs, dict) else None
-        return forced if forced is not None else devices.active_name()
+        return device(forced if forced is not None else devices.active_name())
 
     @property
     def is_realized(self):

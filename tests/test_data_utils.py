@@ -110,3 +110,12 @@ def test_conflicting_arguments_are_refused():
         DataLoader(Squares(), sampler=[0], shuffle=True)
     with pytest.raises(ValueError, match="batch_size must be a positive integer"):
         DataLoader(Squares(), batch_size=0)
+
+
+def test_tensor_dataset_batches_are_one_selection_per_tensor_and_equal_the_stacked_samples():
+    x, y = lt.arange(20).reshape(10, 2).float(), lt.arange(10) * 3
+    order = [7, 2, 9, 0]
+    lt.reset_counters()
+    (bx, by), = list(DataLoader(TensorDataset(x, y), batch_size=4, sampler=order))
+    assert lt.counters()["host_reads"] == 0  # no element read per sample
+    assert bx.tolist() == [x[i].tolist() for i in order] and by.tolist() == [int(y[i]) for i in order]

@@ -241,3 +241,9 @@ def test_in_place_on_a_computed_tensor_is_refused_under_no_grad_too():
     y = lt.tensor(X, requires_grad=True) * 2
     with lt.no_grad(), pytest.raises(RuntimeError, match="computed with gradients"):
         y.add_(1)
+
+
+def test_a_tensors_device_has_a_type_as_pytorchs_does():
+    x = lt.ones(2)
+    assert x.device.type == lt.get_device() and x.device == lt.get_device()
+    assert lt.ones(2, device=x.device).device == x.device

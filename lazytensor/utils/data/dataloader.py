@@ -10,7 +10,7 @@ import numpy as np
 from ...creation import tensor
 from ...shape_ops import stack
 from ...tensor import Tensor
-from .dataset import IterableDataset
+from .dataset import IterableDataset, TensorDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler
 
 
@@ -99,8 +99,13 @@ class DataLoader:
                     return
                 yield self.collate_fn(batch)
         elif self.batch_sampler is not None:
+            whole = type(self.dataset) is TensorDataset and self.collate_fn is default_collate
             fetch = getattr(self.dataset, "__getitems__", None)
             for indices in self.batch_sampler:
+                if whole:  # the rows of each tensor in one index_select: the stack of the samples, one node
+                    rows = tensor(np.asarray(indices, dtype=np.int64))
+                    yield [t.index_select(0, rows) for t in self.dataset.tensors]
+                    continue
                 samples = fetch(indices) if fetch else [self.dataset[i] for i in indices]
                 yield self.collate_fn(samples)
         else:
