@@ -116,6 +116,8 @@ class _Unpickler(pickle.Unpickler):
         _, dtype, key, location, numel = pid
         if isinstance(dtype, dtypes.DType):
             dtype = dtype.np
+        if not isinstance(dtype, (type, np.dtype)) or np.dtype(dtype) not in _STORAGE_OF:
+            raise LoadError(f"{self.path}: storage {str(key)[:20]!r} has an unknown element type {str(dtype)[:40]}")
         dtype = np.dtype(dtype)
         if key not in self.storages:
             name = f"{self.prefix}data/{key}"
@@ -142,8 +144,10 @@ def load(f, path, map_location=None):
         prefix = names[0][:-len("data.pkl")]
         try:
             obj = _Unpickler(io.BytesIO(archive.read(names[0])), archive, prefix, path).load()
-        except LoadError:
-            raise
+        except LoadError as exc:
+            if str(exc).startswith(f"{path}:"):
+                raise
+            raise LoadError(f"{path}: {exc}") from None
         except (pickle.UnpicklingError, EOFError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise LoadError(f"{path}: corrupt data.pkl ({type(exc).__name__}: {exc})") from None
     return placed(obj, map_location) if map_location is not None else obj
