@@ -28,7 +28,7 @@ from .random import (Generator, get_rng_state, initial_seed, manual_seed, normal
 from .device_spec import device
 from . import cuda
 from . import torch_methods as _torch_methods, inplace as _inplace
-from .torch_methods import addcdiv, addcmul, allclose, equal, isclose
+from .torch_methods import addcdiv, addcmul, allclose, isclose
 from .evaluation import counters, plan, realize, reset_counters
 from .compiled import JitWarning, jit
 from .serialization import load, save

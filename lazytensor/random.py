@@ -5,10 +5,8 @@ normals are Irwin-Hall sums of 12 uniform words, exact in float64; see docs/NUME
 """
 from . import dtypes
 from .creation import _placed, _shape, like_device
-from .runtime.rng import DEFAULT, Generator
+from .runtime.rng import DEFAULT, Generator  # noqa: F401  (lt.Generator, for `generator=` arguments)
 from .tensor import Tensor
-
-__all__ = ["Generator"]
 
 
 def manual_seed(seed):

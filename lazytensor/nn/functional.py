@@ -32,7 +32,7 @@ def embedding(idx, weight):
     return embedding_rows(weight, idx)
 
 
-def gelu(x, approximate="none"):  # noqa: D401
+def gelu(x, approximate="none"):
     """0.5 * x * (1 + erf(x / sqrt(2))) (exact); approximate="tanh" uses the tanh formula."""
     if approximate == "tanh":
         return 0.5 * x * (1.0 + ((x + 0.044715 * x * x * x) * math.sqrt(2.0 / math.pi)).tanh())
