@@ -194,6 +194,35 @@ def test_mingpt_trainer_trains_like_pytorch(torch):
     assert out["lazytensor"] == out["torch"]
 
 
+# ---- karpathy/nanoGPT (model.py: weight tying, scaled_dot_product_attention, configure_optimizers) ----------
+NANOGPT = {"model": "nanogpt/model.py"}
+
+
+def test_nanogpt_trains_like_pytorch_and_generates_the_same_tokens(torch):
+    losses, weights, tokens = {}, _Weights(), {}
+    rs = np.random.default_rng(8)
+    batches = [(rs.integers(0, 29, (4, 16)), rs.integers(0, 29, (4, 16))) for _ in range(5)]
+    for fw in ("torch", "lazytensor"):
+        framework = torch if fw == "torch" else lt
+        program = P.load(fw, NANOGPT)["model"]
+        config = program.GPTConfig(block_size=16, vocab_size=29, n_layer=2, n_head=2, n_embd=32, dropout=0.0)
+        model = program.GPT(config)
+        _same_weights(torch, weights, fw, model)
+        optimizer = model.configure_optimizers(0.1, 1e-3, (0.9, 0.95), "cpu")
+        losses[fw] = []
+        for x, y in batches:  # train.py's step, without its GradScaler and autocast lines
+            logits, loss = model(framework.tensor(x), framework.tensor(y))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            framework.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            losses[fw].append(loss.item())
+        model.eval()
+        tokens[fw] = model.generate(framework.tensor([[1, 2]]), 6, top_k=1).tolist()
+    _close(losses["lazytensor"], losses["torch"])
+    assert tokens["lazytensor"] == tokens["torch"]
+
+
 # ---- pytorch/examples: word_language_model ----------------------------------------------------------
 WLM = {"model": "pytorch_examples/word_language_model/model.py"}
 
