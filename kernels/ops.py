@@ -298,6 +298,10 @@ _RECORDS = (
        "(C, kh, kw, N, Ho, Wo)", policy="broadcast", kernels=frozenset({"numba"})),
     Op("col2im", "window", "attr", "exact", "rule", "windows added back into (N, C, H, W) (im2col's gradient)",
        policy="broadcast", kernels=frozenset({"numba"})),
+    Op("conv_product", "window", "attr", "tolerance", "rule", "a convolution's output from its windows (a product "
+       "per group over every image)", policy="broadcast", kernels=frozenset({"numba"})),
+    Op("conv_input_grad", "window", "attr", "tolerance", "internal", "a convolution input's gradient: col2im of "
+       "W^T @ g (image by image on the CPU)", policy="broadcast", kernels=frozenset({"numba"})),
     # ---- a NumPy function with no kernel of its own (linalg and fft of the Array API namespace) ---------
     Op("host_call", "host", "attr", "exact", "none", "a NumPy function called on the host (NumPy's result)"),
     # ---- creation and random fills ----------------------------------------------------------------

@@ -369,6 +369,24 @@ def _layer_norm(inputs, out, attrs, g):
     return (((g - g.mean(dim=d, keepdim=True)) - xhat * (g * xhat).mean(dim=d, keepdim=True)) * r,)
 
 
+def _conv_product(inputs, out, attrs, g):
+    """A convolution's gradients: the weight's one product over every image with the windows, the input's
+    one `conv_input_grad` node (under create_graph: col2im of W^T @ g, in ops that have gradients);
+    the windows get none of their own (the input's gradient already accounts for them)."""
+    x, cols, w = inputs
+    G, O = attrs["groups"], w.shape[0]
+    N, _, Ho, Wo = g.shape
+    groups = (G,) if G > 1 else ()  # one group: 2-D products, which the CPU splits between its threads
+    gp = g.permute(1, 0, 2, 3).reshape(*groups, O // G, N * Ho * Wo)
+    dw = (gp @ cols.reshape(*groups, -1, N * Ho * Wo).mT).reshape(*w.shape)
+    if is_grad_enabled():
+        dcols = (w.reshape(*groups, O // G, -1).mT @ gp).reshape(*cols.shape)
+        dx = Tensor._from_op("col2im", (dcols,), attrs, x.shape, g.dtype)
+    else:
+        dx = Tensor._from_op("conv_input_grad", (w, g), attrs, x.shape, g.dtype)
+    return (dx, None, dw)
+
+
 _SQRT_PI_2 = 2.0 / math.sqrt(math.pi)
 
 VJP = {
@@ -442,6 +460,7 @@ VJP = {
     "cumsum": lambda inputs, out, attrs, g: (g.flip(attrs["axis"]).cumsum(attrs["axis"]).flip(attrs["axis"]),),
     "im2col": lambda inputs, out, attrs, g: (
         Tensor._from_op("col2im", (g,), {**attrs, "shape": inputs[0].shape}, inputs[0].shape, g.dtype),),
+    "conv_product": _conv_product,
     "col2im": lambda inputs, out, attrs, g: (
         Tensor._from_op("im2col", (g,), {**attrs, "pad_value": 0.0}, inputs[0].shape, g.dtype),),
     "cumprod": lambda inputs, out, attrs, g: (

@@ -172,3 +172,17 @@ def test_the_compiled_window_kernels_give_the_references_bytes(kh, kw, sh, sw, p
     g = np.random.default_rng(1).standard_normal(ref.shape).astype(np.float32)
     back = {**attrs, "shape": x.shape}
     assert compiled.col2im(back, g, pieces).tobytes() == reference.col2im(back, g).tobytes()
+
+
+def test_conv2d_gradient_of_a_gradient_matches_pytorch(torch):
+    x, w = R.standard_normal((2, 2, 6, 6)), R.standard_normal((3, 2, 3, 3))
+    a, b = lt.tensor(x, requires_grad=True), lt.tensor(w, requires_grad=True)
+    F.conv2d(a, b, padding=1).square().sum().backward(create_graph=True)
+    penalty = (a.grad * a.grad).sum()
+    a.grad = b.grad = None
+    penalty.backward()
+    ta, tb = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    gx, = torch.autograd.grad(torch.nn.functional.conv2d(ta, tb, padding=1).square().sum(), ta, create_graph=True)
+    (gx * gx).sum().backward()
+    np.testing.assert_allclose(b.grad.numpy(), tb.grad.numpy(), rtol=1e-9)
+    np.testing.assert_allclose(a.grad.numpy(), ta.grad.numpy(), rtol=1e-9, atol=1e-12)

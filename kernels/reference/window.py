@@ -49,3 +49,33 @@ def col2im(attrs, cols):
 
 
 WINDOW_KERNELS = {"im2col": im2col, "col2im": col2im}
+
+
+def _grouped(attrs, cols):
+    """cols (C, kh, kw, N, Ho, Wo) as (groups, Cg kh kw, N Ho Wo)."""
+    G = attrs["groups"]
+    return cols.reshape(G, cols.shape[0] // G * cols.shape[1] * cols.shape[2], -1)
+
+
+def conv_product(attrs, x, cols, w):
+    """A convolution's output (N, O, Ho, Wo) from its windows: per group, W_g (Og, Cg kh kw) @ cols_g
+    (one product over every image). `x` (the input the windows came from) is not read: it is an operand
+    so that the gradient of the input is one node (conv_input_grad)."""
+    G = attrs["groups"]
+    C, kh, kw, N, Ho, Wo = cols.shape
+    O = w.shape[0]
+    out = np.matmul(w.reshape(G, O // G, -1), _grouped(attrs, cols))  # (G, Og, N Ho Wo)
+    return np.ascontiguousarray(out.reshape(O, N, Ho, Wo).transpose(1, 0, 2, 3))
+
+
+def conv_input_grad(attrs, w, g):
+    """The gradient of a convolution's input: col2im of W^T @ g, per group."""
+    G = attrs["groups"]
+    N, O, Ho, Wo = g.shape
+    C, kh, kw = attrs["shape"][1], attrs["kernel"][0], attrs["kernel"][1]
+    gp = np.ascontiguousarray(g.transpose(1, 0, 2, 3)).reshape(G, O // G, N * Ho * Wo)
+    dcols = np.matmul(w.reshape(G, O // G, -1).transpose(0, 2, 1), gp)  # (G, Cg kh kw, N Ho Wo)
+    return col2im(attrs, dcols.reshape(C, kh, kw, N, Ho, Wo))
+
+
+WINDOW_KERNELS.update({"conv_product": conv_product, "conv_input_grad": conv_input_grad})

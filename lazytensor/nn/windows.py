@@ -1,6 +1,7 @@
 """Convolution and pooling over windows (F.conv1d/conv2d, max/avg/adaptive pooling): one `im2col` node
-gathers the windows (kernels/reference/window.py), then a matrix product or a reduction over them; the
-gradients are the product's and `col2im`."""
+gathers the windows (kernels/reference/window.py), then `conv_product` (one product per group over every
+image) or a reduction over them. A convolution's input gradient is one `conv_input_grad` node, its
+weight's one product with the windows (lazytensor/autograd.py); a pooling's goes through `col2im`."""
 import math
 
 from ..shape_ops import stack
@@ -65,13 +66,13 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     padding = _padding(padding, (kh, kw), dilation, stride, "conv2d")
     cols = windows(input, (kh, kw), stride, padding, dilation)
     Ho, Wo = cols.shape[4:]
-    # one product over every image: (O, C kh kw) @ (C kh kw, N Ho Wo); its gradients are one product each
-    if groups == 1:
-        out = weight.reshape(O, C * kh * kw) @ cols.reshape(C * kh * kw, N * Ho * Wo)
-    else:
-        w = weight.reshape(groups, O // groups, Cg * kh * kw)
-        out = w @ cols.reshape(groups, Cg * kh * kw, N * Ho * Wo)
-    out = out.reshape(O, N, Ho, Wo).permute(1, 0, 2, 3)
+    if weight.dtype != input.dtype:
+        raise TypeError(f"conv2d: the input is {input.dtype} and the weight {weight.dtype}; convert one (PyTorch "
+                        f"requires them to match too)")
+    # the output from the windows by one product per group over every image; its gradients: the
+    # weight's one product, the input's one conv_input_grad node (lazytensor/autograd.py)
+    attrs = {**cols._node.attrs, "groups": groups, "shape": input.shape}
+    out = Tensor._from_op("conv_product", (input, cols, weight), attrs, (N, O, Ho, Wo), input.dtype)
     return out if bias is None else out + bias.reshape(O, 1, 1)
 
 

@@ -13,7 +13,8 @@ NumPy), erf (may differ from the reference in the last unit: libm's exp vs NumPy
 values erf_in_float32, computed in float32 eight lanes wide: within one unit), softmax/log_softmax and their gradients along any axis (one
 kernel each, within a few units of the reference: exp and log; the gradient of softmax is
 bit-identical), layer_norm and its gradient (bit-identical), im2col and col2im (bit-identical: the same copies and
-sums in the same order), place_slices (the
+sums in the same order), a convolution's output and input gradient image by image (products: the
+tolerance class), place_slices (the
 gradient of a split or q/k/v: copies, a large transposed piece in tiles on several threads); at any
 size the AdamW update and clip_grad_norm_'s sum of squares (bit-identical), the scatter-adds of
 index_select/embedding and gather (take_along) gradients (bit-identical: index order, float64; NumPy's
@@ -27,6 +28,7 @@ import math
 import numpy as np
 
 from ...kernels.cpu import blas
+from ...kernels.cpu import conv as cpu_conv
 from ...kernels.cpu import fused as cpu_fused
 from ...kernels.cpu import gemm
 from ...kernels.cpu import index as cpu_index
@@ -51,7 +53,8 @@ _LAYER_NORM = ops.names(family="layer_norm")
 _SOFTMAX = ops.names(family="softmax")
 _RANDOM = ops.names(family="random")
 _ADAMW = frozenset({"adamw", "adamw_many"})
-_WINDOW = ops.names(family="window")
+_WINDOW = frozenset({"im2col", "col2im"})
+_CONV = frozenset({"conv_product", "conv_input_grad"})
 
 
 def _count(shape, axes):
@@ -151,6 +154,9 @@ class NumbaBackend(HostBackend):
                     and all(b.dtype == node.dtype and b.shape == node.shape for b in operands))
         if node.op in _WINDOW:
             return node.dtype in _FLOATS and operands[0].dtype == node.dtype and node.size >= MIN_ELEMENTS
+        if node.op in _CONV:  # products by address in NumPy's OpenBLAS
+            return (node.dtype in _FLOATS and all(b.dtype == node.dtype for b in operands)
+                    and blas.gemm_address(node.dtype) is not None)
         if len(operands) != 1:
             return False
         x = operands[0]
@@ -193,6 +199,11 @@ class NumbaBackend(HostBackend):
             return cpu_window.im2col(node.attrs, args[0], node.shape, parallel.pieces)
         if node.op == "col2im":
             return cpu_window.col2im(node.attrs, args[0], parallel.pieces)
+        if node.op == "conv_product":
+            return cpu_conv.conv_product(node.attrs, args[1], args[2], parallel.pieces, blas.gemm_address(node.dtype))
+        if node.op == "conv_input_grad":
+            return cpu_conv.conv_input_grad(node.attrs, args[0], args[1], parallel.pieces,
+                                            blas.gemm_address(node.dtype))
         x = args[0]
         if node.op == "erf":
             out = np.empty(node.shape, node.dtype)
