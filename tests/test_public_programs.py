@@ -352,12 +352,13 @@ def test_mnist_trains_like_pytorch(torch, capsys):
     # the train() lines print 6 decimals: within 1e-5 relative; test() prints 4: within one unit of those
     _close(ours[:6], theirs[:6])
     assert all(abs(a - b) <= 1.01e-4 for a, b in zip(ours[6:], theirs[6:])), (ours, theirs)
-    # products are in the tolerance class (docs/NUMERICS.md), and Adadelta (lr 1.0) divides by the running
-    # mean of squared gradients: where a weight's gradients are near zero, six steps carry a last-unit
-    # difference in a product to ~3e-4 of the largest weight (most weights agree to 1e-7)
+    # the weights after training, as a whole: products are in the tolerance class (docs/NUMERICS.md); a
+    # last-unit difference can flip which element of a max-pool window or which side of relu's 0 a value
+    # falls on, and Adadelta (lr 1.0) scales the near-zero gradients that follow to full steps, so single
+    # weights may differ by ~1e-3 of the largest while the vectors agree to ~1e-4
     for (name, q), (_, p) in zip(models["torch"].named_parameters(), models["lazytensor"].named_parameters()):
-        scale = float(np.abs(q.detach().numpy()).max())
-        assert np.abs(p.numpy() - q.detach().numpy()).max() <= 1e-3 * scale, name
+        ref = q.detach().numpy()
+        assert np.linalg.norm(p.numpy() - ref) <= 1e-3 * np.linalg.norm(ref), name
 
 
 # ---- pytorch/examples: regression, as a script ------------------------------------------------------
