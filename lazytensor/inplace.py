@@ -92,12 +92,12 @@ def zero_(self):
 def uniform_(self, a=0.0, b=1.0, *, generator=None):
     """Uniform values on [a, b) from the seeded generator (PyTorch's argument names)."""
     _check(self, "uniform_")
-    return _random.uniform_(self, a, b)
+    return _random.uniform_(self, a, b, generator)
 
 
 def normal_(self, mean=0.0, std=1.0, *, generator=None):
     _check(self, "normal_")
-    return _random.normal_(self, mean, std)
+    return _random.normal_(self, mean, std, generator)
 
 
 class _Data(Tensor):

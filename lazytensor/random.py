@@ -46,10 +46,10 @@ def rand(*size, dtype=None, device=None, requires_grad=False, generator=None):
                  generator, low=0.0, high=1.0)
 
 
-def uniform(*size, low=0.0, high=1.0, dtype=None, device=None):
+def uniform(*size, low=0.0, high=1.0, dtype=None, device=None, generator=None):
     """Uniform on [low, high)."""
     return _draw("uniform", _shape("uniform", size), _float_dtype("uniform", dtype), device,
-                 low=float(low), high=float(high))
+                 generator=generator, low=float(low), high=float(high))
 
 
 def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
@@ -58,9 +58,9 @@ def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
                  generator, mean=0.0, std=1.0)
 
 
-def normal(mean=0.0, std=1.0, size=(), *, dtype=None, device=None):
+def normal(mean=0.0, std=1.0, size=(), *, dtype=None, device=None, generator=None):
     return _draw("normal", _shape("normal", tuple(size) if isinstance(size, (list, tuple)) else (size,)),
-                 _float_dtype("normal", dtype), device, mean=float(mean), std=float(std))
+                 _float_dtype("normal", dtype), device, generator=generator, mean=float(mean), std=float(std))
 
 
 def randint(low, high=None, size=None, *, dtype=None, device=None, generator=None, requires_grad=False):
@@ -110,13 +110,13 @@ def bernoulli_mask(shape, p_keep, dtype, device=None):
     return (u < p_keep).to(dtype)
 
 
-def uniform_(t, low=0.0, high=1.0):
+def uniform_(t, low=0.0, high=1.0, generator=None):
     """Fill `t` with uniform values on [low, high) (a new value for this handle; see value semantics)."""
-    t._node = uniform(*t.shape, low=low, high=high, dtype=t.dtype, device=like_device(t))._node
+    t._node = uniform(*t.shape, low=low, high=high, dtype=t.dtype, device=like_device(t), generator=generator)._node
     return t
 
 
-def normal_(t, mean=0.0, std=1.0):
+def normal_(t, mean=0.0, std=1.0, generator=None):
     """Fill `t` with normal values."""
-    t._node = normal(mean, std, t.shape, dtype=t.dtype, device=like_device(t))._node
+    t._node = normal(mean, std, t.shape, dtype=t.dtype, device=like_device(t), generator=generator)._node
     return t

@@ -178,3 +178,10 @@ def test_module_to_takes_device_and_dtype_forms():
     assert m.to("cpu", lt.float64) is m and m.weight.dtype == lt.float64
     assert m.to(dtype=lt.float32, non_blocking=True).weight.dtype == lt.float32
     assert m.cpu() is m
+
+
+def test_init_functions_draw_from_a_given_generator():
+    draws = [lt.nn.init.kaiming_uniform_(lt.empty(4, 3), generator=lt.Generator().manual_seed(5)) for _ in range(2)]
+    assert lt.equal(*draws)
+    fills = [lt.empty(6).normal_(generator=lt.Generator().manual_seed(2)) for _ in range(2)]
+    assert lt.equal(*fills)

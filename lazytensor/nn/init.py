@@ -43,12 +43,12 @@ def _fan(t, mode):
 
 def uniform_(t, a=0.0, b=1.0, generator=None):
     with grad_mode.no_grad():
-        return _random.uniform_(t, a, b)
+        return _random.uniform_(t, a, b, generator)
 
 
 def normal_(t, mean=0.0, std=1.0, generator=None):
     with grad_mode.no_grad():
-        return _random.normal_(t, mean, std)
+        return _random.normal_(t, mean, std, generator)
 
 
 def constant_(t, val):
@@ -77,22 +77,22 @@ def xavier_uniform_(t, gain=1.0, generator=None):
     """U(-a, a), a = gain * sqrt(6 / (fan_in + fan_out))."""
     fan_in, fan_out = _calculate_fan_in_and_fan_out(t)
     a = gain * math.sqrt(6.0 / (fan_in + fan_out))
-    return uniform_(t, -a, a)
+    return uniform_(t, -a, a, generator)
 
 
 def xavier_normal_(t, gain=1.0, generator=None):
     fan_in, fan_out = _calculate_fan_in_and_fan_out(t)
-    return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
+    return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)), generator)
 
 
 def kaiming_uniform_(t, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
     """U(-b, b), b = gain * sqrt(3 / fan) (PyTorch's defaults: leaky_relu with slope a, fan_in)."""
     bound = calculate_gain(nonlinearity, a) * math.sqrt(3.0 / _fan(t, mode))
-    return uniform_(t, -bound, bound)
+    return uniform_(t, -bound, bound, generator)
 
 
 def kaiming_normal_(t, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
-    return normal_(t, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(_fan(t, mode)))
+    return normal_(t, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(_fan(t, mode)), generator)
 
 
 def trunc_normal_(t, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
@@ -101,12 +101,12 @@ def trunc_normal_(t, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     if not a < b:
         raise ValueError(f"trunc_normal_: needs a < b, got [{a}, {b}]")
     with grad_mode.no_grad():
-        x = _random.normal(mean, std, t.shape, dtype=t.dtype)
+        x = _random.normal(mean, std, t.shape, dtype=t.dtype, generator=generator)
         for _ in range(1000):
             outside = (x < a) | (x > b)
             if not bool(outside.any()):
                 break
-            x = _random.normal(mean, std, t.shape, dtype=t.dtype).where(outside, x)
+            x = _random.normal(mean, std, t.shape, dtype=t.dtype, generator=generator).where(outside, x)
         else:
             raise ValueError(f"trunc_normal_: [{a}, {b}] holds almost none of Normal({mean}, {std})")
         t._node = x.realize()._node
@@ -118,7 +118,7 @@ def orthogonal_(t, gain=1.0, generator=None):
     if t.ndim < 2:
         raise ValueError(f"orthogonal_: needs at least 2 dimensions, got shape {t.shape}")
     rows, cols = t.shape[0], math.prod(t.shape[1:])
-    flat = _random.normal(0.0, 1.0, (rows, cols), dtype=t.dtype).numpy().astype(np.float64)
+    flat = _random.normal(0.0, 1.0, (rows, cols), dtype=t.dtype, generator=generator).numpy().astype(np.float64)
     q, r = np.linalg.qr(flat.T if rows < cols else flat)
     q = q * np.sign(np.diag(r))
     q = q.T if rows < cols else q

@@ -6,7 +6,7 @@ from .module import Module
 class _Loss(Module):
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
-        self.reduction = F._losses._legacy(size_average, reduce, reduction)
+        self.reduction = F._losses.legacy_reduction(size_average, reduce, reduction)
 
 
 class _WeightedLoss(_Loss):

@@ -24,7 +24,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """(input - target)^2, reduced."""
     _same_shape("mse_loss", input, target)
     diff = input - target
-    return reduced(diff * diff, _legacy(size_average, reduce, reduction), "mse_loss")
+    return reduced(diff * diff, legacy_reduction(size_average, reduce, reduction), "mse_loss")
 
 
 def _classes_last(input, target, name):
@@ -44,7 +44,7 @@ def _classes_last(input, target, name):
     return input, target
 
 
-def _legacy(size_average, reduce, reduction):
+def legacy_reduction(size_average, reduce, reduction):
     """PyTorch's deprecated size_average/reduce arguments as a reduction."""
     if size_average is None and reduce is None:
         return reduction
@@ -56,7 +56,7 @@ def _legacy(size_average, reduce, reduction):
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """-weight[t] * input[n, t] for log-probabilities (N, C) (or (N, C, d1, ...)) and class targets t; rows
     whose target is `ignore_index` count for nothing; the mean divides by the kept rows' total weight."""
-    reduction = _legacy(size_average, reduce, reduction)
+    reduction = legacy_reduction(size_average, reduce, reduction)
     shape = target.shape
     input, target = _classes_last(input, target, "nll_loss")
     keep = target != ignore_index
@@ -78,7 +78,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """|input - target|, reduced."""
     _same_shape("l1_loss", input, target)
-    return reduced((input - target).abs(), _legacy(size_average, reduce, reduction), "l1_loss")
+    return reduced((input - target).abs(), legacy_reduction(size_average, reduce, reduction), "l1_loss")
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
@@ -88,7 +88,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
         raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
     d = (input - target).abs()
     losses = d if beta == 0 else where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta)
-    return reduced(losses, _legacy(size_average, reduce, reduction), "smooth_l1_loss")
+    return reduced(losses, legacy_reduction(size_average, reduce, reduction), "smooth_l1_loss")
 
 
 def huber_loss(input, target, reduction="mean", delta=1.0):
@@ -107,7 +107,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
         losses = target.exp() * (target - input)
     else:
         losses = where(target > 0, target * (target.clip(min=1e-45).log() - input), 0.0)
-    reduction = _legacy(size_average, reduce, reduction)
+    reduction = legacy_reduction(size_average, reduce, reduction)
     if reduction == "batchmean":
         return losses.sum() / input.shape[0]
     return reduced(losses, reduction, "kl_div")
@@ -125,7 +125,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         losses = (1.0 - target) * input + (1.0 + (pos_weight - 1.0) * target) * softplus_neg
     if weight is not None:
         losses = losses * weight
-    return reduced(losses, _legacy(size_average, reduce, reduction), "binary_cross_entropy_with_logits")
+    return reduced(losses, legacy_reduction(size_average, reduce, reduction), "binary_cross_entropy_with_logits")
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
@@ -136,4 +136,4 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     losses = -(target * log_p + (1.0 - target) * log_q)
     if weight is not None:
         losses = losses * weight
-    return reduced(losses, _legacy(size_average, reduce, reduction), "binary_cross_entropy")
+    return reduced(losses, legacy_reduction(size_average, reduce, reduction), "binary_cross_entropy")

@@ -149,20 +149,25 @@ def _adaptive_bounds(size, out):
     return [((i * size) // out, -(-((i + 1) * size) // out)) for i in range(out)]
 
 
-def adaptive_avg_pool2d(input, output_size):
-    """Means over PyTorch's adaptive windows: cell i covers [floor(i*H/out), ceil((i+1)*H/out))."""
-    out_hw = pair(output_size, "adaptive_avg_pool2d: output_size") if not isinstance(output_size, (list, tuple)) \
-        else tuple(output_size)
+def _adaptive(input, output_size, name, even, cell):
+    """PyTorch's adaptive windows: cell i covers [floor(i*H/out), ceil((i+1)*H/out)) (None keeps the
+    size). Sizes that divide the input are one pooling `even(input, kernel)`; others reduce one slice per
+    output cell with `cell(slice)`."""
+    out_hw = tuple(output_size) if isinstance(output_size, (list, tuple)) else pair(output_size, name)
     H, W = input.shape[-2:]
-    oh, ow = (H if o is None else o for o, H in zip(out_hw, (H, W)))
+    oh, ow = (size if o is None else o for o, size in zip(out_hw, (H, W)))
     if H % oh == 0 and W % ow == 0:
-        kernel = (H // oh, W // ow)
-        return avg_pool2d(input, kernel, kernel)
+        return even(input, (H // oh, W // ow))
     rows = []
     for r0, r1 in _adaptive_bounds(H, oh):
-        cells = [input[..., r0:r1, c0:c1].mean(dim=(-2, -1)) for c0, c1 in _adaptive_bounds(W, ow)]
-        rows.append(stack(cells, dim=-1))
+        rows.append(stack([cell(input[..., r0:r1, c0:c1]) for c0, c1 in _adaptive_bounds(W, ow)], dim=-1))
     return stack(rows, dim=-2)
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """Means over PyTorch's adaptive windows."""
+    return _adaptive(input, output_size, "adaptive_avg_pool2d: output_size", lambda x, k: avg_pool2d(x, k, k),
+                     lambda piece: piece.mean(dim=(-2, -1)))
 
 
 def adaptive_avg_pool1d(input, output_size):
@@ -174,13 +179,5 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
     """Maxima over PyTorch's adaptive windows."""
     if return_indices:
         raise NotImplementedError("adaptive_max_pool2d: return_indices is not supported")
-    out_hw = tuple(output_size) if isinstance(output_size, (list, tuple)) else (output_size, output_size)
-    H, W = input.shape[-2:]
-    oh, ow = (H if o is None else o for o, H in zip(out_hw, (H, W)))
-    if H % oh == 0 and W % ow == 0:
-        return max_pool2d(input, (H // oh, W // ow))
-    rows = []
-    for r0, r1 in _adaptive_bounds(H, oh):
-        cells = [input[..., r0:r1, c0:c1].amax(dim=(-2, -1)) for c0, c1 in _adaptive_bounds(W, ow)]
-        rows.append(stack(cells, dim=-1))
-    return stack(rows, dim=-2)
+    return _adaptive(input, output_size, "adaptive_max_pool2d: output_size", max_pool2d,
+                     lambda piece: piece.amax(dim=(-2, -1)))
