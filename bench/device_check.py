@@ -158,10 +158,11 @@ def _ops(lines, lt, device, rounds):
 
 
 def _train(lines, lt, device, config, rounds, steps):
-    from lazytensor.data import CharDataset, default_corpus
-    from lazytensor.train import TrainConfig, build, train_step
+    from lazytensor_train.data import CharDataset, default_corpus
+    from lazytensor_train.models.gpt import CONFIGS
+    from lazytensor_train.train import TrainConfig, build, train_step
     data = CharDataset(default_corpus())
-    sizes = lt.models.CONFIGS[config]
+    sizes = CONFIGS[config]
     batches = [tuple(t.numpy() for t in data.batch("train", sizes["batch_size"], sizes["block_size"]))
                for _ in range(steps)]
     result = {}
@@ -178,7 +179,7 @@ def _train(lines, lt, device, config, rounds, steps):
         sync = device.synchronize if where == "cuda" else (lambda: None)
         n = rounds if where == "cuda" else 1
         result[f"lazytensor {where}{' compiled' if compiled else ''}"] = _median(ours, sync, n) / steps
-        if compiled:  # how many of a replay's kernels went out as prepared launches (runtime/launch_plan.py)
+        if compiled:  # how many of a replay's kernels went out as prepared launches (runtime/replay/device_runner.py)
             lt.reset_counters()
             ours()
             prepared = f"{lt.counters()['prepared_kernels']} of {lt.counters()['kernels']} replayed kernels prepared"

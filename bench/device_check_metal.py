@@ -80,8 +80,8 @@ def _ops(lines, lt, rounds):
 
 
 def _train(lines, lt):
-    from lazytensor.data import CharDataset, default_corpus
-    from lazytensor.train import TrainConfig, build, train_step
+    from lazytensor_train.data import CharDataset, default_corpus
+    from lazytensor_train.train import TrainConfig, build, train_step
     data = CharDataset(default_corpus())
     batches = [data.batch("train", 16, 64) for _ in range(3)]
     times = {}

@@ -26,9 +26,9 @@ from harness import header  # noqa: E402
 import lazytensor as lt  # noqa: E402
 import lazytensor.distributed as dist  # noqa: E402
 from lazytensor import optim  # noqa: E402
-from lazytensor.data import CharDataset, default_corpus  # noqa: E402
-from lazytensor.models.gpt import CONFIGS, GPT, GPTConfig  # noqa: E402
-from lazytensor.train import train_step  # noqa: E402
+from lazytensor_train.data import CharDataset, default_corpus  # noqa: E402
+from lazytensor_train.models.gpt import CONFIGS, GPT, GPTConfig  # noqa: E402
+from lazytensor_train.train import train_step  # noqa: E402
 
 
 def worker(args):

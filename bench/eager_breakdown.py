@@ -26,8 +26,8 @@ import lazytensor as lt  # noqa: E402  (after the paths: tests/ holds the user m
 import user_gpt  # noqa: E402
 from harness import header, thread_env  # noqa: E402
 from lazytensor import evaluation  # noqa: E402
-from lazytensor.data import CharDataset, default_corpus  # noqa: E402
-from lazytensor.models import CONFIGS, GPT, GPTConfig  # noqa: E402
+from lazytensor_train.data import CharDataset, default_corpus  # noqa: E402
+from lazytensor_train.models import CONFIGS, GPT, GPTConfig  # noqa: E402
 from lazytensor.runtime import hostio, scheduler  # noqa: E402
 from lazytensor.runtime.backends import numba_backend, numpy_backend  # noqa: E402
 PHASES = ("forward", "backward", "clip", "opt_step", "item")
@@ -63,7 +63,7 @@ def _instrument(clock):
         for name in ("launch", "launch_fused"):
             if name in vars(cls):
                 setattr(cls, name, _timed_launch(vars(cls)[name], clock))
-        if "prepared" in vars(cls):  # a replayed realization's calls (runtime/repeats.py) that skip `launch`
+        if "prepared" in vars(cls):  # a replayed realization's calls (runtime/replay/repeats.py) that skip `launch`
             prepared = vars(cls)["prepared"]
             setattr(cls, "prepared", lambda self, node, prepared=prepared: _timed_launch(prepared(self, node), clock))
 
@@ -164,7 +164,7 @@ def main():
     print(header(f"Where an eager {args.model} {args.config} step's time goes (one process), ms", args.threads))
     print(f"Medians of {args.steps} steps after {args.warmup} warm-up steps (quartiles); "
           f"{statistics.median(rows['kernels']):.0f} kernels per step, "
-          f"{statistics.median(rows['replayed']):.0f} of its realizations replayed (runtime/repeats.py).\n")
+          f"{statistics.median(rows['replayed']):.0f} of its realizations replayed (runtime/replay/repeats.py).\n")
     print("| part | ms | quartiles |")
     print("|---|---|---|")
     for name in ("step",) + PHASES + PARTS:

@@ -5,8 +5,8 @@ no run; copies still happen), so what remains is lazytensor's own per-step Pytho
 and autograd, planning, lowering to kernels, residency bookkeeping, launches. That is a floor under a
 GPU step's time whatever the GPU does, and the figure to compare with PyTorch eager's per-op cost.
 Two rows per config: the eager step, and the step wrapped in `lt.jit` (timed on replays after the
-first, which lays out the launch plan: no graph, autograd, planning or lowering; prepared launches over
-scratch chunks, runtime/launch_plan.py).
+first, which lays out the device runner: no graph, autograd, planning or lowering; prepared launches over
+scratch chunks, runtime/replay/device_runner.py).
 """
 import gc
 import os
@@ -22,7 +22,7 @@ def _no_kernel(ptrs, scalars):
     """A compiled kernel that does nothing."""
 
 
-WARMUP, STEPS = 4, 30  # the first replay lays out the launch plan: timed from the second on
+WARMUP, STEPS = 4, 30  # the first replay lays out the device runner: timed from the second on
 
 
 class _NoKernels:
@@ -38,8 +38,9 @@ class _NoKernels:
 def main():
     from harness import header
     import lazytensor as lt
-    from lazytensor.data import CharDataset, default_corpus
-    from lazytensor.train import TrainConfig, build, train_step
+    from lazytensor_train.data import CharDataset, default_corpus
+    from lazytensor_train.train import TrainConfig, build, train_step
+    from lazytensor_train.models.gpt import CONFIGS
     data = CharDataset(default_corpus())
     print(header("CUDA path host overhead per training step (kernels replaced by no-ops)", "1"))
     print(f"| config | step | ms/step, median of {STEPS} (min-max) | kernels launched/step "
@@ -54,7 +55,7 @@ def main():
         model, opt, _ = build(TrainConfig(config=config, steps=100), data)
         params = list(model.parameters())
         step_fn = lt.jit(train_step) if compiled else train_step
-        sizes = lt.models.CONFIGS[config]
+        sizes = CONFIGS[config]
         times, kernels, prepared = [], [], []
         for step in range(WARMUP + STEPS):
             x, y = data.batch("train", sizes["batch_size"], sizes["block_size"])

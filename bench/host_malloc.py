@@ -21,9 +21,9 @@ import lazytensor as lt
 config, steps, tuned = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "tuned"
 if tuned:
     assert lt.tune_host_malloc()
-from lazytensor.data import CharDataset, default_corpus
-from lazytensor.models.gpt import CONFIGS
-from lazytensor.train import TrainConfig, build, train_step
+from lazytensor_train.data import CharDataset, default_corpus
+from lazytensor_train.models.gpt import CONFIGS
+from lazytensor_train.train import TrainConfig, build, train_step
 data = CharDataset(default_corpus())
 lt.manual_seed(0)
 model, opt, _ = build(TrainConfig(config=config), data)

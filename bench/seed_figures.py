@@ -29,8 +29,8 @@ from harness import header  # noqa: E402
 
 import lazytensor as lt  # noqa: E402
 from lazytensor import optim  # noqa: E402
-from lazytensor.models.gpt import GPT, GPTConfig  # noqa: E402
-from lazytensor.train import train_step  # noqa: E402
+from lazytensor_train.models.gpt import GPT, GPTConfig  # noqa: E402
+from lazytensor_train.train import train_step  # noqa: E402
 
 # The seed's figures (us; CPU, device), from its notes; None where it gives none.
 SEED_US = {

@@ -1,6 +1,6 @@
 """Resident memory of a long `lazytensor train` run: does RSS stay flat after warm-up?
 
-Runs the training job itself (`lazytensor.train.run`, with its profile, transfer log and periodic
+Runs the training job itself (`lazytensor_train.train.run`, with its profile, transfer log and periodic
 validation) for --steps steps, once per device, each in a process of its own, and samples the process's
 RSS every --every steps. Prints a markdown table: RSS after warm-up, at the end, and the growth per 1000
 steps fitted over the post-warm-up samples.
@@ -21,7 +21,7 @@ from harness import header  # noqa: E402
 CHILD = r"""
 import io, json, sys
 import lazytensor as lt
-from lazytensor.train import TrainConfig, run
+from lazytensor_train.train import TrainConfig, run
 
 lt.tune_host_malloc()  # as `lazytensor train` does
 

@@ -1,7 +1,7 @@
 """Milliseconds per training step (forward, backward, clip, AdamW, loss read), each contender timed in a
 process of its own: lazytensor eager, lazytensor compiled (the step wrapped in `lt.jit`: captured once,
 then replayed) and PyTorch eager CPU, on the same weights and batches. The eager step replays its
-repeated realization from the fourth step on (runtime/repeats.py; the first step differs: it creates
+repeated realization from the fourth step on (runtime/replay/repeats.py; the first step differs: it creates
 the optimizer's state) and builds its backward pass from a recording from the third on
 (lazytensor/backward_replay.py); `--contenders ... planned` adds the eager step planned and its
 backward built by the rules at every step (LAZYTENSOR_REPLAY=0).
@@ -40,8 +40,8 @@ def prepare(model_kind, config, steps, path):
     """In a lazytensor process: the initial state (parameters and buffers by name), the batches, the sizes."""
     import numpy as np
     import lazytensor as lt
-    from lazytensor.data import CharDataset, default_corpus
-    from lazytensor.models import CONFIGS, GPT, GPTConfig
+    from lazytensor_train.data import CharDataset, default_corpus
+    from lazytensor_train.models import CONFIGS, GPT, GPTConfig
     data = CharDataset(default_corpus())
     lt.manual_seed(0)
     if model_kind == "cli":
@@ -65,8 +65,8 @@ def _lazytensor_step(model_kind, sizes, weights, compiled):
     lt.tune_host_malloc()  # as `lazytensor train` does
     wrap = lt.jit if compiled else (lambda fn: fn)
     if model_kind == "cli":
-        from lazytensor.models import GPT, GPTConfig
-        from lazytensor.train import train_step
+        from lazytensor_train.models import GPT, GPTConfig
+        from lazytensor_train.train import train_step
         model = GPT(GPTConfig(**{k: v for k, v in sizes.items() if k != "batch_size"}))
         model.load_state_dict(weights)
         params = list(model.parameters())

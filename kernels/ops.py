@@ -33,7 +33,7 @@ NUMERICS = {
 # Gradient marks: autograd has a rule / the result is a constant / only made by gradients and optimizers.
 GRADS = {"rule": "yes", "none": "not differentiable (the result is a constant)",
          "internal": "made by backward or an optimizer; has no gradient of its own"}
-# Which offload threshold of runtime/policy.py applies on a device.
+# Which offload threshold (runtime/offload_tables.py, applied by runtime/placement.py) applies on a device.
 POLICIES = ("transcendental", "reduce", "fill", "matmul", "broadcast", "shaped", "copy")
 ELEMENTWISE = frozenset({"unary", "binary", "compare", "logical", "select", "cast"})
 

@@ -29,13 +29,14 @@ another thread building nodes from the same values then only adds nodes nobody r
 from . import dtypes
 from .runtime import config, devices, graph, hostio, rng
 from .runtime.counters import COUNTERS
-from .runtime.repeats import Key, frozen
+from .runtime.replay.cache import Bounded
+from .runtime.replay.signature import Key, frozen
 from .tensor import Tensor
 
 MIN_RECORDS = 16   # smaller backward passes cost little to build; their signature would cost about as much
-RECORDINGS = 8     # signatures kept (the oldest recorded dropped)
+RECORDINGS = 8     # signatures kept (the least recently used dropped)
 
-_recordings = {}   # signature -> _Recording, or None: it cannot be recorded
+_recordings = Bounded(RECORDINGS)  # signature -> _Recording, or None: it cannot be recorded
 _UNSEEN = object()
 
 
@@ -64,14 +65,9 @@ def build(tensor, order, retain, build_by_rules):
         COUNTERS.replayed_backwards += 1
         return None
     before = _State(world, order)
-    graph.made = made = []
-    try:
+    with graph.collecting_made() as made:
         build_by_rules()
-    finally:
-        graph.made = None
-    _recordings[key] = before.recording(made, world, order)
-    if len(_recordings) > RECORDINGS:
-        del _recordings[next(iter(_recordings))]
+    _recordings.put(key, before.recording(made, world, order))
     return None
 
 

@@ -3,11 +3,11 @@ one call and replaying them on later calls whose guards match.
 
 For each distinct guard (the arguments' tensor shapes, dtypes and requires_grad, the other arguments'
 values, the default dtype, the device, grad mode), the first call runs eagerly (a warm-up: optimizers
-create their state), the second runs eagerly while the engine records every kernel (runtime/capture.py),
+create their state), the second runs eagerly while the engine records every kernel (runtime/replay/capture.py),
 and later calls replay the record: no graph, no autograd, no planning, only the kernels in order on the
 new values. Tensors that were alive before the call and that the call replaced (parameters, optimizer
 state, `.grad`) get the replay's values, in their own tensor objects (on a device whose replays run
-from a launch plan, written over the old values' device blocks when no one else holds an old value:
+from a device runner, written over the old values' device blocks when no one else holds an old value:
 a tensor sharing its node, a kept `.grad`, another reference to its Buffer; `_donors`); a `.grad` the
 call replaced without reading it (`zero_grad` dropped it) is dropped when the replay starts, as the eager
 call drops it (so a replay that fails leaves it dropped, as a failing eager call would), and is never
@@ -35,7 +35,9 @@ import numpy as np
 
 from . import dtypes, grad_mode
 from .runtime import devices, hostio, scheduler
-from .runtime.capture import Recorder
+from .runtime.replay import capturing
+from .runtime.replay.cache import Bounded
+from .runtime.replay.capture import Recorder
 from .tensor import Tensor
 
 MAX_CACHED = 8  # guards kept per compiled function; the least recently used one goes first
@@ -49,21 +51,21 @@ class JitWarning(UserWarning):
 
 def note_module(module):
     """Called by Module.__call__: while capturing, the module's mode becomes a guard."""
-    if _modules_called is not None and scheduler.active_recorder() is not None:
+    if _modules_called is not None and capturing.current() is not None:
         _modules_called.append(module)
 
 
 def on_replay(hook):
     """While capturing: `hook()` runs at each replay before the kernels (e.g. an optimizer's step
     counters) and returns a function undoing it (called if the replay fails) or None."""
-    recorder = scheduler.active_recorder()
+    recorder = capturing.current()
     if recorder is not None:
         recorder.on_replay(hook)
 
 
 def dynamic(tensor, fn):
     """While capturing: the 0-d host tensor `tensor`, made inside the call, is `fn()` at each replay."""
-    recorder = scheduler.active_recorder()
+    recorder = capturing.current()
     if recorder is not None:
         recorder.dynamic(tensor._node.buffer, fn)
 
@@ -109,7 +111,7 @@ class CompiledFunction:
             raise ValueError(f"lt.jit: warmup must be >= 0, got {warmup}")
         functools.update_wrapper(self, fn)
         self.fn, self.warmup = fn, warmup
-        self._cache = collections.OrderedDict()
+        self._cache = Bounded(MAX_CACHED)
         self._counts = collections.Counter()
 
     def __get__(self, obj, objtype=None):  # as a method: bind like a function would
@@ -127,7 +129,7 @@ class CompiledFunction:
                 "cached": len(self._cache)}
 
     def __call__(self, *args, **kwargs):
-        if scheduler.recorder is not None:  # inside another capture (or another thread's): run eagerly
+        if capturing.anywhere():  # inside another capture (or another thread's): run eagerly
             self._counts["eager"] += 1
             return self.fn(*args, **kwargs)
         arg_tensors, keep = [], []
@@ -135,11 +137,8 @@ class CompiledFunction:
                dtypes.DEFAULT_FLOAT.name, tuple(id(b) for b in devices.chain()), grad_mode.is_grad_enabled())
         entry = self._cache.get(key)
         if entry is None:
-            entry = self._cache[key] = _Entry(keep)
-            while len(self._cache) > MAX_CACHED:
-                self._cache.popitem(last=False)
-        else:
-            self._cache.move_to_end(key)
+            entry = _Entry(keep)
+            self._cache.put(key, entry)
         entry.calls += 1
         if entry.eager is not None or entry.calls <= self.warmup:
             self._counts["eager"] += 1
@@ -158,18 +157,20 @@ class CompiledFunction:
         scheduler.realize([t._node for t in arg_tensors])  # inputs are values the replay binds
         recorder, refs, nodes, grads, buffer_ids, holders, grad_of, specs = _state_before(arg_tensors)
         chain = devices.chain()
-        scheduler.recorder, _modules_called = recorder, []
+        _modules_called = []
         try:
-            result = self.fn(*args, **kwargs)
-            structure, outs = _structure(result, []), _tensors_in(result)
-            alive = [ref() for ref in refs]  # None: died in the call (a .grad zero_grad dropped, say)
-            rebound = [j for j, t in enumerate(alive) if t is not None and t._node is not nodes[j]()]
-            regrads = [j for j, t in enumerate(alive) if t is not None and _grad_changed(t.grad, grads[j])]
-            wanted = outs + [alive[j] for j in rebound] + [alive[j].grad for j in regrads if alive[j].grad is not None]
-            scheduler.realize([t._node for t in wanted])
+            with capturing.into(recorder):
+                result = self.fn(*args, **kwargs)
+                structure, outs = _structure(result, []), _tensors_in(result)
+                alive = [ref() for ref in refs]  # None: died in the call (a .grad zero_grad dropped, say)
+                rebound = [j for j, t in enumerate(alive) if t is not None and t._node is not nodes[j]()]
+                regrads = [j for j, t in enumerate(alive) if t is not None and _grad_changed(t.grad, grads[j])]
+                wanted = outs + [alive[j] for j in rebound] + \
+                    [alive[j].grad for j in regrads if alive[j].grad is not None]
+                scheduler.realize([t._node for t in wanted])
         finally:
             recorder.close()
-            scheduler.recorder, modules, _modules_called = None, _modules_called, None
+            modules, _modules_called = _modules_called, None
         self._counts["captured"] += 1
         if recorder.refused is None:
             recorder.refused = _escaped(alive, wanted)

@@ -1,6 +1,7 @@
 """Devices, memory budgets, the transfer log, residency stats and profiles, for the user."""
 import gc
 
+from .runtime import config as _config
 from .runtime import devices as _devices
 from .runtime import host_malloc as _host_malloc
 from .runtime import parallel as _parallel
@@ -133,6 +134,18 @@ def set_num_threads(n):
     numba kernels and the matrix products split their rows between threads and OpenBLAS is held to one
     thread while the engine runs kernels (runtime/parallel.py explains why)."""
     _parallel.set_num_threads(n)
+
+
+def setting(name):
+    """The value of the `LAZYTENSOR_*` variable `name` as the engine reads it (parsed; its default
+    where it is unset). Raises ValueError naming the variable for a value it cannot use."""
+    return _config.get(name)
+
+
+def check_settings():
+    """Raise ValueError now for any `LAZYTENSOR_*` variable whose value the engine cannot use (a program
+    can check them at its start instead of at the first computation)."""
+    _config.check_all()
 
 
 def tune_host_malloc():

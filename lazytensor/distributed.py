@@ -56,6 +56,11 @@ def _install_abort_hook(comm):
     sys.excepthook = abort
 
 
+def launched_by_mpi():
+    """Whether this process was started by an MPI launcher (mpiexec) with more than one rank."""
+    return _coll.launched_by_mpi()
+
+
 def is_initialized():
     return _STATE["comm"] is not None
 

@@ -1,4 +1,7 @@
 """Explicit evaluation and the engine's counters."""
+import numpy as np
+
+from .runtime import hostio
 from .runtime.counters import COUNTERS
 from .runtime.planner import plan as _plan
 from .runtime.scheduler import realize as _realize
@@ -15,6 +18,13 @@ def plan(*tensors):
     with its backend, shape and dtype, and the copies it needs. `print(lt.plan(loss))` shows it;
     `.items` and `.copies` hold it. Computes nothing, moves nothing (see runtime/planner.py)."""
     return _plan([t._node for t in tensors])
+
+
+def host_copy(tensor, trigger, reason=None):
+    """A NumPy copy of `tensor`'s value, read for a purpose the caller names: counted under `trigger` in
+    lt.counters()'s host reads, and a download it needs logged with `reason` (default "host-read:" +
+    trigger), as a checkpoint writer or a data loader labels its reads."""
+    return np.array(hostio.host_array(tensor._node, trigger, reason=reason), copy=True)
 
 
 def counters():

@@ -9,7 +9,7 @@ file: PyTorch archives are unpickled through an allow-list, .npz files with allo
 import os
 
 from . import torch_archive
-from .checkpoint import ARCHIVE_ERRORS, read_archive
+from .npz_archive import ARCHIVE_ERRORS, read_archive
 from .runtime import hostio
 from .tensor import Tensor
 from .torch_archive import LoadError

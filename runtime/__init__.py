@@ -4,7 +4,6 @@ from .graph import Node, pending_order, walk
 from .residency import Buffer, Residency
 from .counters import COUNTERS
 from .scheduler import realize
-from . import repeats  # installs itself in the scheduler
 from . import hostio
 
 __all__ = ["Node", "pending_order", "walk", "Buffer", "Residency", "COUNTERS", "realize", "hostio"]

@@ -6,8 +6,8 @@ A model that builds its mask or positions in every forward (the PyTorch habit) w
 them once per layer per step. Only when the consumer's turn comes is it known where the consumer's
 operands live, so such nodes are skipped in the realization order and computed just before it.
 """
-from .graph import Node, pending_order
-from .policy import placement
+from .graph import Node, postorder
+from .placement import explicit
 
 FILLS = frozenset({"full", "arange", "linspace", "eye"})
 
@@ -26,7 +26,7 @@ def deferrable(order, roots, groups, absorbed):
                 found.add(node)
             else:
                 escaping.update(inp for inp in node.inputs if not inp.shape and inp in found)
-        elif free and node.op in FILLS and placement(node) is None:
+        elif free and node.op in FILLS and explicit(node) is None:
             found.add(node)
     return found - escaping
 
@@ -50,7 +50,7 @@ def due(inputs, deferred):
     wanted = [inp for inp in inputs if inp in deferred]
     if not wanted:
         return []
-    order = pending_order(wanted)
+    order = postorder(wanted, deferred.__contains__)  # what an earlier consumer took is computed by then
     deferred.difference_update(order)
     return order
 

@@ -11,10 +11,11 @@ class Counters:
     def reset(self):
         self.realizations = 0
         self.kernels = 0
-        # of those, run by a compiled replay from prebuilt launches or calls (launch_plan, host_plan)
+        # of those, run by a compiled replay from prebuilt launches or calls (device_runner, host_runner)
         self.prepared_kernels = 0
         self.updated_in_place = 0  # state values a compiled replay wrote over their old device blocks
-        self.replayed_realizations = 0  # of the realizations, those run from a repeated one's plan (runtime/repeats.py)
+        # of the realizations, those run from a repeated one's recording (runtime/replay/repeats.py)
+        self.replayed_realizations = 0
         self.replayed_backwards = 0  # backward passes rebuilt from a recording (lazytensor/backward_replay.py)
         self.host_reads = collections.Counter()
         self.host_writes = collections.Counter()

@@ -37,7 +37,7 @@ class Group:
         self.root, self.recipe, self.inputs, self.params, self.label = root, recipe, inputs, params, label
 
 
-def plan(order, roots, lone_from=None):
+def groups(order, roots, lone_from=None):
     """{root node: Group} and the ids of the nodes computed inside some group's kernel (ids, so the
     plan holds no member alive after the scheduler has passed it). With `lone_from`, a fusable node of
     at least that many elements with nothing to fuse is a group of its own: a generated kernel can be

@@ -1,10 +1,22 @@
 """Graph nodes and iterative traversals (no recursion, so 100,000-op chains are fine)."""
+import contextlib
 import itertools
 
 _ids = itertools.count()
 
-# While a backward pass is recorded (lazytensor/backward_replay.py): every node made, in order.
-made = None
+_made = None  # inside `collecting_made()`: the list every new node is appended to
+
+
+@contextlib.contextmanager
+def collecting_made():
+    """Yields a list that gets every node made inside the block, in order (a backward pass being
+    recorded: lazytensor/backward_replay.py)."""
+    global _made
+    outer, _made = _made, []
+    try:
+        yield _made
+    finally:
+        _made = outer
 
 
 class Node:
@@ -28,8 +40,8 @@ class Node:
         self.used = False
         for inp in self.inputs:
             inp.used = True
-        if made is not None:
-            made.append(self)
+        if _made is not None:
+            _made.append(self)
 
     @property
     def realized(self):
@@ -53,15 +65,17 @@ class Node:
 
 def walk(roots):
     """Every node reachable from `roots` through inputs, each once, inputs before their consumers."""
-    return _postorder(roots, lambda node: True)
+    return postorder(roots, lambda node: True)
 
 
 def pending_order(roots):
     """The unrealized nodes needed for `roots`, in an order where inputs come first."""
-    return _postorder([r for r in roots if r.buffer is None], lambda node: node.buffer is None)
+    return postorder([r for r in roots if r.buffer is None], lambda node: node.buffer is None)
 
 
-def _postorder(roots, include):
+def postorder(roots, include):
+    """The nodes reachable from `roots` (each included) through inputs for which `include(node)` holds,
+    each once, inputs before their consumers."""
     order, seen = [], set()
     stack = [(root, False) for root in reversed(list(roots))]
     while stack:

@@ -7,23 +7,23 @@ its copy; tensors derived from the old value keep it (value semantics).
 import numpy as np
 
 from . import copies, scheduler
+from .replay import capturing
 from .counters import COUNTERS
 from .graph import Node
 from .locking import serialized
 from .residency import Buffer
-from .scheduler import realize
 
 
 def _host_access(what):
     """A capture cannot replay a host access: the value read may steer Python, a written one is new."""
-    recorder = scheduler.active_recorder()
+    recorder = capturing.current()
     if recorder is not None:
         recorder.refuse(what)
 
 
 def _on_host(node, reason):
     _host_access(f"a host read ({reason})")
-    realize([node])
+    scheduler.realize([node])
     buf = node.buffer
     if not buf.on_host:
         copies.download(buf, reason)
@@ -61,13 +61,13 @@ def peek_host(node):
 def exchange(node, fn, label, transport):
     """Realize `node` and return a new realized node holding fn(its host value), placed where `node`'s
     value was (copies.exchange): a collective between processes. Inside a capture it is a step of
-    the compiled program, run again at each replay (runtime/capture.py)."""
-    realize([node])
+    the compiled program, run again at each replay (runtime/replay/capture.py)."""
+    scheduler.realize([node])
     buf = node.buffer
     backend = buf.backend if buf.on_device else None
     result = copies.exchange(buf, fn, label, transport, backend)
     COUNTERS.host_reads["collective"] += 1
-    recorder = scheduler.active_recorder()
+    recorder = capturing.current()
     if recorder is not None:
         recorder.exchange((fn, label, transport, backend), buf, result)
     return value_node(result)
@@ -84,7 +84,7 @@ def host_view_node(node, index, shape=None):
     """A realized leaf viewing `node`'s host array at `index`, reshaped to `shape` if given (no kernel,
     no copy; writes will copy)."""
     leaf = data_node(host_view(node.buffer.host, (index, shape)), exclusive=False)
-    recorder = scheduler.active_recorder()
+    recorder = capturing.current()
     if recorder is not None:
         recorder.view(node.buffer, (index, shape), leaf.buffer)
     return leaf
@@ -132,7 +132,7 @@ def place_on_device(node, backend, reason="to-device"):
     """Realize `node` and make sure `backend` holds a copy (True), unless memory cannot be had (False).
     A backend without device memory of its own (Metal, which reads host arrays) needs no copy."""
     _host_access(f"a placement ({reason})")
-    realize([node])
+    scheduler.realize([node])
     if backend.is_host:
         return True
     return copies.make_resident(node.buffer, backend, reason)

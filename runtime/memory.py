@@ -106,7 +106,7 @@ class DeviceMemory:
     # ---- allocation -------------------------------------------------------------------------------
     def allocate(self, nbytes, prefer=None):
         """A device block for `nbytes`, within the budget; None if it cannot be had (see class doc).
-        `prefer`: a block given back earlier, taken again if it is still cached (a launch plan's
+        `prefer`: a block given back earlier, taken again if it is still cached (a device runner's
         pointers to it then stay as they are)."""
         size = bucket(nbytes)
         block = self._allocate(size, prefer)

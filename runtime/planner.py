@@ -1,27 +1,33 @@
-"""The plan of a realization, before anything runs: each kernel in order, the backend that will run it,
-and the copies it needs, from the same decisions `realize` makes (the fusion plan, then the first
-backend of the chain that can run each node), asked without side effects (`can_run`, `can_fuse`).
+"""The planner: a realization's pending graph -> its `Schedule` (runtime/schedule.py), before anything runs.
 
-Operands are stand-ins (`PlannedValue`) whose residency follows the plan: a value a device computes is
-on that device only, an uploaded or downloaded value is on both sides. The plan assumes memory can be
-had: under a budget the run may also evict, or move a kernel down the chain when a device cannot get
-memory, and the transfer log then shows what happened instead. The copies are those of values; a
-device's own bookkeeping copies (a scatter's index groupings, its status word: reasons
-`index-grouping`, `status-read`, `status-reset`) are in the transfer log only.
+One planner serves `realize` and `lt.plan()`: the fusion groups (runtime/fusion.py), the constants that
+follow their consumer (runtime/constants.py), and for each node or group the first backend of the chain
+that placement (runtime/placement.py) gives it to, with the copies its operands need. Operands are
+stand-ins (`PlannedValue`) whose residency follows the schedule: a value a device computes is on that
+device only, an uploaded or downloaded value is on both sides.
+
+Memory is planned as far as the budget decides it alone: a device step whose result and operands cannot
+all be held at once within the budget (they are pinned while it runs; anything else can be evicted)
+moves down the chain, after the uploads that did fit, as the run would. What depends on the rest of the
+device's memory (which value the evictor picks) is not planned: when the run evicts, the executor plans
+the remaining steps again from the values as they are. The copies are those of values; a device's own
+bookkeeping copies (a scatter's index groupings, its status word: reasons `index-grouping`,
+`status-read`, `status-reset`) are in the transfer log only.
 """
 import math
 
 import numpy as np
 
-from . import constants, devices, fusion, parallel, policy
-from .graph import Node, pending_order
+from . import constants, devices, fusion, parallel, placement
+from .graph import Node, pending_order, postorder
 from .locking import serialized
-from .policy import is_param
-from .scheduler import keeps_host_copy, lone_from
+from .memory import bucket
+from .residency import is_param
+from .schedule import Copy, Schedule, Step
 
 
 class PlannedValue:
-    """A node's value as the plan expects it when a kernel reads it (what backends and the policy ask)."""
+    """A node's value as the schedule expects it when a kernel reads it (what backends and placement ask)."""
 
     __slots__ = ("node_id", "shape", "dtype", "on_host", "on_device", "backend", "identity", "_host")
 
@@ -47,85 +53,41 @@ class PlannedValue:
     @property
     def host(self):
         # A value the host will compute but has not: zeros of its shape stand in for it (lowering reads
-        # host index values to check their bounds; zeros are in range, and the launches are discarded).
+        # host index values to check their bounds and group a scatter's destinations; zeros are in
+        # range, and the executor remakes such launches from the real indices).
         if self._host is None and self.on_host:
             self._host = np.zeros(self.shape, self.dtype)
         return self._host
 
 
-class Copy:
-    """One planned transfer: direction ("h2d"/"d2h"), the node whose value moves, bytes, reason, device."""
-
-    __slots__ = ("direction", "node_id", "nbytes", "reason", "device")
-
-    def __init__(self, direction, node_id, nbytes, reason, device):
-        self.direction, self.node_id, self.nbytes = direction, node_id, nbytes
-        self.reason, self.device = reason, device
-
-    def __repr__(self):
-        return f"{self.direction} node {self.node_id} {self.nbytes} B ({self.reason}, {self.device})"
-
-
-class Item:
-    """One planned kernel: what it computes (`label`: the op, or fused(...) for a group), the node it
-    produces, the backend that runs it, its shape and dtype, and the copies made just before it."""
-
-    __slots__ = ("label", "node_id", "backend", "shape", "dtype", "copies")
-
-    def __init__(self, label, node, backend, copies):
-        self.label, self.node_id, self.backend = label, node.id, backend.name
-        self.shape, self.dtype, self.copies = node.shape, node.dtype, copies
-
-    def __repr__(self):
-        return f"<Item {self.label} on {self.backend} {self.shape} {self.dtype}>"
-
-
-class Plan:
-    """The kernels a realization would run, in order (`items`), and every copy of a value they need
-    (`copies`)."""
-
-    def __init__(self, items):
-        self.items = items
-
-    @property
-    def copies(self):
-        return [c for item in self.items for c in item.copies]
-
-    def __len__(self):
-        return len(self.items)
-
-    def __str__(self):
-        if not self.items:
-            return "plan: nothing to compute (every value asked for is already realized)"
-        rows = [f"plan: {len(self.items)} kernels, {len(self.copies)} copies "
-                f"({sum(c.nbytes for c in self.copies):,} bytes)",
-                f"{'#':>4}  {'kernel':<28} {'backend':<8} {'shape':<18} {'dtype':<8} copies before it"]
-        for k, item in enumerate(self.items):
-            moves = "; ".join(f"{c.direction} node {c.node_id} ({c.nbytes:,} B, {c.reason})" for c in item.copies)
-            label = item.label if len(item.label) <= 28 else item.label[:25] + "..."
-            rows.append(f"{k:>4}  {label:<28} {item.backend:<8} {str(item.shape):<18} {str(item.dtype):<8} {moves}")
-        return "\n".join(rows)
-
-    __repr__ = __str__
-
-
 @serialized
 def plan(roots):
-    """The Plan of `realize(roots)`; computes nothing, moves nothing, and changes no backend state."""
+    """The Schedule `realize(roots)` would run now; computes nothing, moves nothing, changes no state.
+    Its steps hold no node (a plan is a description)."""
     order = pending_order(roots)
     with parallel.planning(order):
-        return _plan(order, roots)
+        chain = devices.chain()
+        result = schedule(order, roots, chain, devices.fusing_backend(chain) if order else None)
+    for step in result.steps:
+        step.release()
+    return result
 
 
-def _plan(order, roots):
-    chain = devices.chain()
-    fuser = devices.fusing_backend(chain) if order else None
-    groups, absorbed = fusion.plan(order, roots, lone_from(fuser)) if fuser is not None else ({}, ())
+def lone_from(fuser):
+    """Elements from which a lone elementwise node runs as a generated kernel (fusion.groups): when the
+    fuser's kernels are cut in pieces for several CPU threads in this run (numba's); else None."""
+    return 2 * parallel.MIN_PIECE if fuser.in_pieces and parallel.splitting() else None
+
+
+def schedule(order, roots, chain, fuser):
+    """The Schedule computing `order` (pending nodes, inputs first) for `roots` on backends `chain`,
+    fused groups run by `fuser` (None: no fusion)."""
+    groups, absorbed = fusion.groups(order, roots, lone_from(fuser)) if fuser is not None else ({}, ())
     deferred = constants.deferrable(order, roots, groups, absorbed) if order and not chain[0].is_host else set()
     planner = _Planner(chain)
     for node in order:
         if id(node) in absorbed or node in deferred:
-            continue
+            continue  # computed inside its group's kernel, or where its first consumer runs
         group = groups.get(node)
         if deferred:
             inputs = constants.consumed(node, group)
@@ -134,12 +96,14 @@ def _plan(order, roots):
             planner.node(node)
         else:
             planner.group(group, fuser)
-    return Plan(planner.items)
+    return Schedule(planner.steps)
 
 
 class _Planner:
     def __init__(self, chain):
-        self.chain, self.items, self.values = chain, [], {}
+        self.chain, self.steps, self.values = chain, [], {}
+        self.offered = {}  # backend -> matrices offered it for the first time in this schedule
+        self.refused = []  # devices whose budget cannot hold the step being placed
 
     def value(self, node):
         planned = self.values.get(node)
@@ -147,16 +111,26 @@ class _Planner:
             planned = self.values[node] = PlannedValue.of(node)
         return planned
 
-    def node(self, node):
+    def node(self, node, follow=None, counted=True):
         operands = [self.value(inp) for inp in node.inputs]
+        copies, offers = [], []
         for backend in self.chain:
-            if backend.can_run(node, operands):
-                self._place(node, node.op, operands, backend)
-                return
+            offered = self.offered.setdefault(backend, []) if backend.offload == "policy" else None
+            before = len(offered) if offered is not None else 0
+            kernel = placement.choose(backend, node, operands, offered)
+            if offered is not None and len(offered) > before:
+                offers.append((placement.gemv_matrix(operands), backend))
+            if kernel is None:
+                continue
+            if not backend.is_host and not self._fits(node.nbytes, operands, backend, copies):
+                continue
+            self._place(node, node.op, operands, backend, copies, follow=follow, counted=counted,
+                        launches=kernel if kernel is not True else None, offers=tuple(offers))
+            return
         raise AssertionError(f"no backend can run {node}")  # the last host backend runs everything
 
     def constants(self, due, inputs):
-        """As scheduler._constants_for: deferred constants placed where the consumer's operands are."""
+        """Deferred constants placed where the consumer's operands are (runtime/constants.py)."""
         if not due:
             return
         device = constants.consumer_device([self.value(inp) for inp in inputs
@@ -165,43 +139,68 @@ class _Planner:
             if device is None:
                 self.node(node)
             else:
-                with policy.following(node, device.name):
-                    self.node(node)
+                with placement.following(node, device.name):
+                    self.node(node, follow=device.name)
 
     def group(self, group, fuser):
-        """As scheduler._run_group: the device if it takes the group, else the first host fuser that
-        does, else the members one by one."""
+        """The device if it takes the group (and its memory can be had), else the first host fuser that
+        does, else the members one by one (counted as the group's one kernel)."""
         operands = [self.value(n) for n in group.inputs] + \
             [self.value(p) for p in group.params if isinstance(p, Node)]
-        if not fuser.is_host and fuser.accepts_group(group, operands):
-            self._place(group.root, group.label, operands, fuser)
+        copies = []
+        if not fuser.is_host and placement.takes_group(fuser, group, operands) and \
+                self._fits(group.root.nbytes, operands, fuser, copies):
+            self._place(group.root, group.label, operands, fuser, copies, group=group)
             return
         shapes = [n.shape for n in group.inputs]
         for host in devices.host_fusers(fuser, self.chain):
-            if host.can_fuse(group.recipe, group.root, shapes):
-                self._place(group.root, group.label, operands, host)
+            if placement.host_fuser_takes(host, group.recipe, group.root, shapes):
+                self._place(group.root, group.label, operands, host, copies, group=group)
                 return
-        for member in pending_order([group.root]):
-            self.node(member)
+        for member in self._unplanned([group.root]):
+            self.node(member, counted=member is group.root)
 
-    def _place(self, node, label, operands, backend):
-        copies = []
+    def _unplanned(self, roots):
+        """The pending nodes needed for `roots` that no step computes yet, inputs first (a declined
+        group's members)."""
+        return postorder(roots, lambda node: node.buffer is None and node not in self.values)
+
+    def _fits(self, nbytes, operands, backend, copies):
+        """Whether a device step's result and data operands can be held at once within the budget (the
+        operands are pinned while it runs; anything else can be evicted); if so, the copies of the
+        operands it must upload are planned (in `copies`)."""
+        held, seen = bucket(nbytes), set()
+        for v in operands:
+            if not is_param(v) and id(v) not in seen:
+                seen.add(id(v))
+                held += bucket(v.nbytes)
+        if held > backend.memory.budget:
+            self.refused.append(backend)
+            return False
+        for v in operands:
+            if is_param(v) or (v.on_device and v.backend is backend):
+                continue
+            if v.on_device:  # on another device: through the host, and that device forgets it
+                if not v.on_host:
+                    copies.append(self._download(v, "device-switch"))
+            copies.append(Copy("h2d", v.node_id, v.nbytes, "operand-upload", backend.name))
+            v.on_device, v.backend = True, backend
+        return True
+
+    def _place(self, node, label, operands, backend, copies, group=None, launches=None, follow=None, offers=(),
+               counted=True):
         if backend.is_host:
             for v in operands:
                 if not v.on_host:
                     copies.append(self._download(v, "host-kernel"))
             result = PlannedValue(node, True, False, None, node)
         else:
-            for v in operands:
-                if is_param(v) or (v.on_device and v.backend is backend):
-                    continue
-                if v.on_device and not v.on_host:
-                    copies.append(self._download(v, "device-switch"))
-                copies.append(Copy("h2d", v.node_id, v.nbytes, "operand-upload", backend.name))
-                v.on_device, v.backend = True, backend
-            result = PlannedValue(node, keeps_host_copy(node, operands), True, backend, node)
+            result = PlannedValue(node, placement.keeps_host_copy(node, operands), True, backend, node)
         self.values[node] = result
-        self.items.append(Item(label, node, backend, copies))
+        self.steps.append(Step("group" if group is not None else "node", label, node, backend, copies,
+                               group=group, launches=launches, follow=follow, offers=offers, counted=counted,
+                               refused=tuple(self.refused)))
+        self.refused = []
 
     @staticmethod
     def _download(v, reason):

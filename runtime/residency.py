@@ -120,3 +120,9 @@ class Buffer:
     @property
     def on_device(self):
         return self.state in (DEVICE, BOTH)
+
+
+def is_param(value):
+    """A 0-d value already on the host travels as a kernel parameter, not as a copy (a Buffer or a
+    planned stand-in for one)."""
+    return value.shape == () and value.on_host

@@ -20,7 +20,7 @@ def _fresh_engine():
     lt.set_device(os.environ.get("LAZYTENSOR_DEVICE", "auto"))
     lt.reset_counters()
     lt.clear_transfer_log()
-    lt.runtime.repeats.clear()
+    lt.runtime.replay.repeats.clear()
     yield
     lt.set_device(os.environ.get("LAZYTENSOR_DEVICE", "auto"))
 

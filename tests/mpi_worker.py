@@ -8,7 +8,8 @@ import numpy as np
 
 import lazytensor as lt
 import lazytensor.distributed as dist
-from lazytensor import checkpoint, nn, optim
+from lazytensor import nn, optim
+from lazytensor_train import checkpoint
 
 
 def collectives(out):

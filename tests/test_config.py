@@ -102,7 +102,7 @@ def _python(*args, **env):
 @pytest.mark.parametrize("name,raw", [("LAZYTENSOR_JIT", "maybe"), ("LAZYTENSOR_MALLOC", "fast"),
                                       ("LAZYTENSOR_LOG_RECORDS", "-3")])
 def test_a_bad_value_of_a_startup_variable_is_one_line_and_status_2_from_the_command(name, raw):
-    done = _python("-m", "lazytensor", "train", "--steps", "1", "--eval-iters", "1", "--sample-chars", "0",
+    done = _python("-m", "lazytensor_train", "train", "--steps", "1", "--eval-iters", "1", "--sample-chars", "0",
                    **{name: raw})
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith(f"lazytensor train: error: {name} ") and done.stderr.count("\n") == 1, done.stderr
@@ -111,7 +111,7 @@ def test_a_bad_value_of_a_startup_variable_is_one_line_and_status_2_from_the_com
 
 @pytest.mark.parametrize("name,raw,message", BAD_VALUES)
 def test_the_command_checks_every_variable_before_training(monkeypatch, capsys, name, raw, message):
-    from lazytensor import cli
+    from lazytensor_train import cli
     monkeypatch.setenv(name, raw)
     assert cli.main(["train", "--steps", "1", "--eval-iters", "1", "--sample-chars", "0"]) == 2
     captured = capsys.readouterr()

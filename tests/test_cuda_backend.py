@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import lazytensor as lt
 from lazytensor import nn
-from lazytensor.data import CharDataset, default_corpus
-from lazytensor.train import TrainConfig, build, train_step
+from lazytensor_train.data import CharDataset, default_corpus
+from lazytensor_train.train import TrainConfig, build, train_step
 
 
 def _on(device_start, program, *arrays):
@@ -427,7 +427,7 @@ def test_profiling_times_kernels_with_events_and_waits_once_not_after_every_kern
 
 def _tiny_training(device_name):
     """A small GPT's model, optimizer, parameters and a step function on the active device."""
-    from lazytensor.models.gpt import GPT, GPTConfig
+    from lazytensor_train.models.gpt import GPT, GPTConfig
     data = CharDataset(default_corpus())
     lt.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=data.vocab_size, block_size=16, n_layer=1, n_head=2, n_embd=16))

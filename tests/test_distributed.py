@@ -159,7 +159,7 @@ def test_a_bad_reduction_is_refused_at_the_call():
 
 
 def _train(cwd, *args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "lazytensor", "train", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "lazytensor_train", "train", *args], capture_output=True, text=True,
                           cwd=cwd, timeout=timeout)
 
 

@@ -10,7 +10,7 @@ SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench",
 
 def _rows(model):
     env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1", LAZYTENSOR_NUM_THREADS="1")
-    # from the fourth step on an eager step's realization is replayed (runtime/repeats.py): time those too
+    # from the fourth step on an eager step's realization is replayed (runtime/replay/repeats.py): time those too
     out = subprocess.run([sys.executable, SCRIPT, "--worker", "--model", model, "--steps", "3", "--warmup", "2"],
                          capture_output=True, text=True, env=env, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])

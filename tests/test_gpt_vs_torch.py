@@ -6,8 +6,8 @@ torch = pytest.importorskip("torch")
 
 import lazytensor as lt  # noqa: E402
 from lazytensor import nn, optim  # noqa: E402
-from lazytensor.data import CharDataset, default_corpus  # noqa: E402
-from lazytensor.models import CONFIGS, GPT, GPTConfig  # noqa: E402
+from lazytensor_train.data import CharDataset, default_corpus  # noqa: E402
+from lazytensor_train.models import CONFIGS, GPT, GPTConfig  # noqa: E402
 from torch_gpt import twin_of  # noqa: E402
 
 

@@ -1,5 +1,7 @@
 """The import graph: the API imports the engine, the engine imports the kernels, never the other way, and
-no module of the library is imported inside a function (no import circle to work around)."""
+no module of the library is imported inside a function (no import circle to work around). The training
+application beside the library (`lazytensor_train`) uses only the public API, and the library never
+imports it."""
 import ast
 import pathlib
 
@@ -11,11 +13,16 @@ PACKAGES = {"lazytensor": ROOT / "lazytensor", "lazytensor.runtime": ROOT / "run
             "lazytensor.kernels": ROOT / "kernels"}
 # The command's own modules import the library when a subcommand runs, so `--help` and `--version`
 # answer without loading numba; that is startup time, not a circle.
-COMMAND_MODULES = {"lazytensor.cli", "lazytensor.train", "lazytensor.plot"}
+COMMAND_MODULES = {"lazytensor_train.cli", "lazytensor_train.train", "lazytensor_train.plot"}
+APP = {"lazytensor_train": ROOT / "lazytensor_train"}
+# The library's public API: the package's names and its documented subpackages.
+PUBLIC = {"lazytensor", "lazytensor.nn", "lazytensor.nn.functional", "lazytensor.nn.init", "lazytensor.optim",
+          "lazytensor.optim.lr_scheduler", "lazytensor.distributed", "lazytensor.utils", "lazytensor.utils.data",
+          "lazytensor.npz_archive"}
 
 
-def _modules():
-    for package, folder in PACKAGES.items():
+def _modules(packages=PACKAGES):
+    for package, folder in packages.items():
         for path in sorted(folder.rglob("*.py")):
             parts = path.relative_to(folder).with_suffix("").parts
             name = ".".join((package,) + parts)
@@ -45,11 +52,12 @@ def _imports(name, path):
         else:
             continue
         for t in targets:
-            if t == "lazytensor" or t.startswith("lazytensor."):
+            if t.split(".")[0] in ("lazytensor", "lazytensor_train"):
                 yield t, id(node) in inside
 
 
 MODULES = list(_modules())
+APP_MODULES = list(_modules(APP))
 
 
 def _layer(module):
@@ -61,6 +69,7 @@ def _layer(module):
 def test_imports_point_down_the_layers(name, path):
     allowed = {"api": {"api", "runtime", "kernels"}, "runtime": {"runtime", "kernels"}, "kernels": {"kernels"}}
     for target, _ in _imports(name, path):
+        assert not target.startswith("lazytensor_train"), f"{name} imports the training app ({target})"
         assert _layer(target) in allowed[_layer(name)], f"{name} imports {target}"
 
 
@@ -69,3 +78,9 @@ def test_imports_point_down_the_layers(name, path):
 def test_no_module_of_the_library_is_imported_inside_a_function(name, path):
     late = [target for target, inside in _imports(name, path) if inside]
     assert not late, f"{name} imports {late} inside a function"
+
+
+@pytest.mark.parametrize("name,path", APP_MODULES, ids=[m for m, _ in APP_MODULES])
+def test_the_training_app_uses_only_the_public_api(name, path):
+    for target, _ in _imports(name, path):
+        assert target.startswith("lazytensor_train") or target in PUBLIC, f"{name} imports {target}"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import lazytensor as lt
-from lazytensor.models.llama import make
+from lazytensor_train.models.llama import make
 
 V, LAYERS, HEADS, DIM, BLOCK, BATCH, STEPS = 37, 2, 4, 32, 16, 8, 30
 

@@ -46,7 +46,7 @@ def test_caching_allocator_reuses_a_freed_block_before_allocating(virtual):
 
 
 def test_the_caching_allocator_hands_back_a_preferred_block_while_it_is_cached(virtual):
-    """A launch plan asks for the block it had: its prepared launches then point at it already."""
+    """A device runner asks for the block it had: its prepared launches then point at it already."""
     m = virtual().memory
     first, second = m.allocate(3000), m.allocate(3000)
     m.give_back(first, 3000)

@@ -157,8 +157,8 @@ def test_a_fused_chain_metal_declines_runs_fused_on_the_cpu(rng):
 
 
 def test_a_training_step_runs_with_metal_active_and_matches_the_cpu_loss():
-    from lazytensor.data import CharDataset, default_corpus
-    from lazytensor.train import TrainConfig, build, train_step
+    from lazytensor_train.data import CharDataset, default_corpus
+    from lazytensor_train.train import TrainConfig, build, train_step
     data = CharDataset(default_corpus())
     losses = {}
     for where in ("cpu", "metal"):

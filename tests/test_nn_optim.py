@@ -229,7 +229,7 @@ def test_module_to_device_moves_parameters_and_buffers(virtual):
 
 
 def test_gpt_with_an_untied_head_has_its_own_output_matrix():
-    from lazytensor.models import GPT, GPTConfig
+    from lazytensor_train.models import GPT, GPTConfig
     lt.manual_seed(0)
     tied = GPT(GPTConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=8))
     untied = GPT(GPTConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=8, tie_weights=False))

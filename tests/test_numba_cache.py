@@ -67,7 +67,7 @@ def test_when_compiling_tells_once_when_a_kernel_compiles_and_never_when_the_dis
 def test_the_training_command_says_it_compiles_on_a_fresh_cache_after_import_made_the_folders(tmp_path):
     cache = tmp_path / "cache"
     _python("import lazytensor", cache)
-    code = ("from lazytensor import cli\n"
+    code = ("from lazytensor_train import cli\n"
             "cli.main(['train', '--steps', '1', '--eval-iters', '1', '--sample-chars', '0'])")
     first = _python(code, cache)
     assert f"compiling the CPU kernels: once per machine and version (tens of seconds); they are kept in {cache}" \

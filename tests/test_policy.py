@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import lazytensor as lt
-from lazytensor.runtime.policy import CUDA_THRESHOLDS
+from lazytensor.runtime.offload_tables import CUDA_THRESHOLDS
 
 
 def _ran_on_device(t):

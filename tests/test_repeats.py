@@ -1,4 +1,4 @@
-"""Repeated CPU realizations replayed (runtime/repeats.py): the third time a realization with the same
+"""Repeated CPU realizations replayed (runtime/replay/repeats.py): the third time a realization with the same
 structure runs, it runs from the plan captured the second time, and computes, hands back and leaves
 pending exactly what the scheduler's own run would."""
 import weakref
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 
 import lazytensor as lt
-from lazytensor.runtime import host_plan, repeats
+from lazytensor.runtime.replay import host_runner, repeats
 from test_jit import _program_fn, _same, _train as _jit_train
 from test_random_graphs import programs
 
@@ -58,11 +58,11 @@ def _train(steps, sizes=dict(n_layer=1, n_head=2, n_embd=32, block_size=32), bat
     return np.array(losses), [p.numpy().tobytes() for p in model.parameters()]
 
 
-@pytest.mark.parametrize("generate_after", [host_plan.GENERATE_AFTER, 0])
+@pytest.mark.parametrize("generate_after", [host_runner.GENERATE_AFTER, 0])
 def test_an_eager_training_loop_replays_its_steps_with_the_bytes_of_one_that_never_replays(
         cpu, monkeypatch, generate_after):
     """Also with each plan run as a generated function from its first replay on."""
-    monkeypatch.setattr(host_plan, "GENERATE_AFTER", generate_after)
+    monkeypatch.setattr(host_runner, "GENERATE_AFTER", generate_after)
     cpu(False)
     plain = _train(8)
     cpu(True)
@@ -254,13 +254,13 @@ def test_a_profile_records_every_kernel_of_a_repeated_realization(cpu):
 
 
 def test_the_plans_kept_are_bounded(cpu):
-    for n in range(repeats.PLANS + 3):
+    for n in range(repeats.REPLAYS + 3):
         for _ in range(3):
             lt.realize(_chain(lt.tensor(np.arange(8.0)), 33 + n)[-1])
-    assert len(repeats._plans) == repeats.PLANS
+    assert len(repeats._replays) == repeats.REPLAYS
 
 
-@pytest.mark.parametrize("generate_after", [host_plan.GENERATE_AFTER, 0])
+@pytest.mark.parametrize("generate_after", [host_runner.GENERATE_AFTER, 0])
 @settings(max_examples=40, deadline=None)
 @given(programs())
 def test_random_graphs_replayed_compute_hand_back_and_leave_pending_what_the_scheduler_does(generate_after,
@@ -277,7 +277,7 @@ def test_random_graphs_replayed_compute_hand_back_and_leave_pending_what_the_sch
     seen = {}
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(repeats, "MIN_NODES", 1)
-        mp.setattr(host_plan, "GENERATE_AFTER", generate_after)
+        mp.setattr(host_runner, "GENERATE_AFTER", generate_after)
         for on in (False, True):
             mp.setenv("LAZYTENSOR_REPLAY", "1" if on else "0")
             repeats.clear()

@@ -6,7 +6,7 @@ import pytest
 
 import lazytensor as lt
 from lazytensor.runtime.residency import Buffer, Residency
-from lazytensor.runtime.scheduler import exclusive_result
+from lazytensor.runtime.executor import exclusive_result
 
 N = 256 * 256  # float32 elements: above the CUDA table's elementwise thresholds
 

@@ -1,9 +1,9 @@
-"""Where a launch plan's internal values live (runtime/scratch_layout.py): chunks of scratch whose values
+"""Where a device runner's internal values live (runtime/replay/scratch_layout.py): chunks of scratch whose values
 never share bytes while both are alive, cut to keep the replay within the eager call's peak and merged
 back where that peak allows."""
 from hypothesis import given, settings, strategies as st
 
-from lazytensor.runtime import scratch_layout
+from lazytensor.runtime.replay import scratch_layout
 from lazytensor.runtime.memory import bucket
 
 

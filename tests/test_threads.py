@@ -271,7 +271,7 @@ def test_the_training_command_tunes_malloc_unless_told_to_leave_it(setting, appl
     if not sys.platform.startswith("linux"):
         pytest.skip("mallopt is glibc's")
     env = dict(os.environ, LAZYTENSOR_MALLOC=setting)
-    program = ("import lazytensor.runtime.host_malloc as m; from lazytensor import cli; "
+    program = ("import lazytensor.runtime.host_malloc as m; from lazytensor_train import cli; "
                "cli.main(['train', '--steps', '1', '--eval-iters', '1', '--sample-chars', '0']); "
                "print(m._applied['value'])")
     out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, check=True)
@@ -291,8 +291,8 @@ def test_tune_host_malloc_applies_once_on_request():
 
 
 def test_training_steps_with_kernels_in_pieces_track_the_one_thread_losses(threads, piece_counts):
-    from lazytensor.data import CharDataset, default_corpus
-    from lazytensor.train import TrainConfig, build, train_step
+    from lazytensor_train.data import CharDataset, default_corpus
+    from lazytensor_train.train import TrainConfig, build, train_step
     data = CharDataset(default_corpus()[:20000])
     losses = {}
     for n in (1, 2):

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import lazytensor as lt
-from lazytensor import checkpoint, cli, train
-from lazytensor.data import CharDataset, default_corpus
-from lazytensor.train import TrainConfig, build, run
+from lazytensor_train import checkpoint, cli, train
+from lazytensor_train.data import CharDataset, default_corpus
+from lazytensor_train.train import TrainConfig, build, run
 from training_processes import start_training, wait_for_step
 
 FAST = ["--eval-iters", "1", "--sample-chars", "0"]
@@ -211,7 +211,7 @@ def test_a_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, m
 
 
 def test_a_failing_output_does_not_stop_the_others(tmp_path, monkeypatch, capsys):
-    import lazytensor.plot as plot
+    import lazytensor_train.plot as plot
 
     def broken(*a, **k):
         raise OSError("disk full")

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from lazytensor import checkpoint
+from lazytensor_train import checkpoint
 from training_processes import needs_mpi, start_training, wait_for_step
 
 FAST = ["--steps", "100000", "--log-every", "1", "--eval-iters", "1", "--sample-chars", "0"]

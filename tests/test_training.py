@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import lazytensor as lt
-from lazytensor import checkpoint
-from lazytensor.data import CharDataset, default_corpus
-from lazytensor.train import TrainConfig, build, run, train_step
+from lazytensor_train import checkpoint
+from lazytensor_train.data import CharDataset, default_corpus
+from lazytensor_train.train import TrainConfig, build, run, train_step
 
 TEXT = default_corpus()
 
@@ -80,7 +80,7 @@ def test_a_step_on_the_virtual_device_without_to_uploads_little_more_than_the_ba
 
 def test_the_training_command_runs_and_writes_a_png_and_a_checkpoint(tmp_path):
     png, ckpt = tmp_path / "loss.png", tmp_path / "model.npz"
-    out = subprocess.run([sys.executable, "-m", "lazytensor", "train", "--steps", "4", "--log-every", "2",
+    out = subprocess.run([sys.executable, "-m", "lazytensor_train", "train", "--steps", "4", "--log-every", "2",
                           "--eval-iters", "1", "--sample-chars", "20", "--png", str(png), "--checkpoint", str(ckpt)],
                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
@@ -184,7 +184,7 @@ def test_checkpoint_writes_are_atomic(tmp_path, data, monkeypatch):
 
 
 def test_loss_curve_ticks_are_round_numbers_covering_the_data():
-    from lazytensor.plot import nice_ticks
+    from lazytensor_train.plot import nice_ticks
     assert nice_ticks(0, 299)[0] == [0, 50, 100, 150, 200, 250, 300]
     assert nice_ticks(1.52, 4.61)[0] == [1.0, 2.0, 3.0, 4.0, 5.0]
     assert nice_ticks(0.2, 0.9)[0] == [0.2, 0.4, 0.6, 0.8, 1.0]
@@ -192,7 +192,7 @@ def test_loss_curve_ticks_are_round_numbers_covering_the_data():
 
 @pytest.mark.parametrize("engine", ["builtin", "matplotlib"])
 def test_loss_curve_draws_both_series_and_the_baseline(tmp_path, engine):
-    from lazytensor import plot
+    from lazytensor_train import plot
     if engine == "matplotlib" and not plot.have_matplotlib():
         pytest.skip("matplotlib is not installed (the [plot] extra)")
     path = tmp_path / "l.png"

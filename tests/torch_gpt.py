@@ -1,4 +1,4 @@
-"""A PyTorch twin of lazytensor.models.GPT and a helper that copies weights into it (test-only code)."""
+"""A PyTorch twin of lazytensor_train.models.GPT and a helper that copies weights into it (test-only code)."""
 import math
 
 import numpy as np

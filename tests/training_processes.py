@@ -20,7 +20,7 @@ needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason="needs mpi4py and mpiexec (p
 def start_training(cwd, *args):
     """`lazytensor train *args` in `cwd`, its output piped, on the CPU (not the suite's device)."""
     env = {k: v for k, v in os.environ.items() if k != "LAZYTENSOR_DEVICE"}
-    return subprocess.Popen([sys.executable, "-m", "lazytensor", "train", *args], stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "lazytensor_train", "train", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=cwd, env=env)
 
 

@@ -45,7 +45,7 @@ def adamw(n, dtype, beta1, beta2, eps, weight_decay, scale=None):
 def adamw_in_place(n, dtype, beta1, beta2, eps, weight_decay, scale=None):
     """The same update writing p', m', v' to three buffers of their own, which may be p, m and v
     themselves: each work item reads its elements of p, m, v before it writes them (a compiled replay
-    updating the optimizer state in place, runtime/launch_plan.py). The same bytes as `adamw`."""
+    updating the optimizer state in place, runtime/replay/device_runner.py). The same bytes as `adamw`."""
     body = _adamw_body(dtype, beta1, beta2, eps, weight_decay, scale,
                        [("yp[gid]", "p64"), ("ym[gid]", "m64"), ("yv[gid]", "v64")])
     buffers = [(name, dtype, True) for name in ("yp", "ym", "yv")] + _inputs(dtype, scale)

@@ -22,7 +22,7 @@ from . import lr_scheduler
 _UNWIDENED = (dtypes.float32.np, dtypes.float64.np)  # float16/bfloat16 products are rounded to themselves
 # On the CPU, AdamW updates parameters up to this size together, one kernel for all (adamw_many): a kernel
 # of its own for each costs more in per-call overhead than its work (a bias: 64 elements). Bigger ones,
-# and every parameter on a device, keep a kernel each (runtime/launch_plan.py updates those in place).
+# and every parameter on a device, keep a kernel each (runtime/replay/device_runner.py updates those in place).
 TOGETHER_MAX_ELEMENTS = 1 << 14
 
 

@@ -7,6 +7,9 @@ nothing else, so a new executor is one class implementing these methods plus, fo
 `devices.register` call (`LoweringDevice` in runtime/backends/lowering.py is the mixin of devices that
 compile the kernels of `kernels/gpu/`). Optional methods have working defaults here; required ones
 raise NotImplementedError.
+
+A backend answers only what it could compute (`accepts`/`kernel_for`, `group_kernel`, `can_fuse`), with
+no side effects; which backend does compute a node is decided in runtime/placement.py, which asks them.
 """
 
 
@@ -17,17 +20,20 @@ class HostBackend:
     is_host = True
     fuses = False  # whether it runs fused elementwise groups (launch_fused)
     in_pieces = False  # whether its kernels are cut in pieces for several CPU threads (runtime/parallel.py)
+    # None: it computes whatever it has a kernel for; "policy" or "always": runtime/placement.py's offload
+    # rules apply to it (devices, Metal), with its `thresholds` table and `gemv_offers`
+    offload = None
 
     def accepts(self, node, operands):
-        """Whether this backend runs `node`, given its operands' Buffers (runtime/residency.py); no side
-        effects beyond remembering what it planned for the launch that follows."""
+        """Whether this backend has a kernel computing `node` from operands like these (Buffers, or the
+        planner's stand-ins: shape, dtype, nbytes, on_host, on_device, backend, host, identity); no side
+        effects."""
         raise NotImplementedError
 
-    def can_run(self, node, operands):
-        """What `accepts` answers, with no side effect at all (runtime/planner.py asks it with planned
-        stand-ins for operands: shape, dtype, nbytes, on_host, on_device, backend, host, identity).
-        Backends whose `accepts` remembers something override it."""
-        return self.accepts(node, operands)
+    def kernel_for(self, node, operands):
+        """How this backend would compute `node` (what runtime/placement.py asks): the launches a device
+        that lowers nodes would run, True, or None when it has no kernel for it. No side effects."""
+        return True if self.accepts(node, operands) else None
 
     def can_fuse(self, recipe, root, shapes):
         """Whether `launch_fused` would run this fused group (operand `shapes`) rather than decline it."""
@@ -39,9 +45,18 @@ class HostBackend:
 
     def prepared(self, node):
         """A callable computing `node` from its operands' host arrays as `launch` does, for a compiled
-        step to call at every replay (runtime/host_plan.py): backends resolve there once what `launch`
+        step to call at every replay (runtime/replay/host_runner.py): backends resolve there once what `launch`
         decides per call."""
         return lambda *args: self.launch(node, args)
+
+    def reuse_launches(self, node, launches):
+        """Make the next `launch(node, ...)` run `launches` (what `kernel_for` gave, or `last_launches`)
+        without lowering it again. Backends without launches ignore it."""
+
+    def last_launches(self):
+        """What the last `launch` ran, in a form `reuse_launches` takes back (a compiled step keeps it
+        and skips the planning when it replays that kernel), or None."""
+        return None
 
     def launch_fused(self, recipe, root, arrays, params):
         """A fused elementwise group's value (runtime/fusion.py builds `recipe`), or None to decline it."""
@@ -69,15 +84,18 @@ class HostBackend:
 
 class DeviceBackend(HostBackend):
     """An executor with memory of its own. Besides the kernel methods it provides what `DeviceMemory`
-    (runtime/memory.py), the copies (runtime/copies.py) and the policy (runtime/policy.py) use:
+    (runtime/memory.py), the copies (runtime/copies.py) and placement (runtime/placement.py) use:
 
     - `name`: the device's name (selection, placements, the transfer log), set per instance;
     - `memory`: its DeviceMemory (budget, block cache, eviction), `pinned_pool`: host staging buffers;
-    - `thresholds` (a table of runtime/policy.py), `offload` ("policy" or "always"), `gemv_offers`;
+    - `thresholds` (a table of runtime/offload_tables.py), `offload` ("policy" or "always"), `gemv_offers`;
     - raw_alloc / raw_free / view / upload / download / mem_info below.
     """
 
     is_host = False
+    # Whether a compiled step's launches can be prepared once and replayed (`launch_calls`, `group_call`,
+    # `prepare`: runtime/replay/device_runner.py); else a replay runs through the executors.
+    prepares_launches = False
     status_reads = 0  # reads of a device status word (each is also a "status-read" record in the log)
 
     def raw_alloc(self, size):
@@ -108,17 +126,9 @@ class DeviceBackend(HostBackend):
         the result into `out_block`."""
         raise NotImplementedError
 
-    def accepts_group(self, group, operands):
-        """Whether this device runs a fused elementwise group (then launch_group runs it)."""
+    def group_kernel(self, group):
+        """Whether this device has a kernel for a fused elementwise group (launch_group then runs it)."""
         return False
-
-    def last_launches(self):
-        """What the last `launch` ran, in a form `reuse_launches` takes back (a compiled step keeps it
-        and skips the planning when it replays that kernel), or None."""
-        return None
-
-    def reuse_launches(self, node, launches):
-        """Make the next `launch(node, ...)` run `launches` (from `last_launches`) without planning."""
 
     def launch_group(self, group, args, out_block):
         raise NotImplementedError

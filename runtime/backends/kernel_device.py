@@ -17,9 +17,8 @@ import weakref
 import numpy as np
 
 from ...kernels.gpu import elementwise as gew
-from ...kernels.ops import OPS
 from ..memory import DeviceMemory, PinnedPool
-from ..policy import CUDA_THRESHOLDS, accepts_group
+from ..offload_tables import CUDA_THRESHOLDS
 from ..transfers import LOG, now
 from .arena import OutOfDeviceMemory
 from .base import DeviceBackend
@@ -46,6 +45,7 @@ class KernelDevice(LoweringDevice, DeviceBackend):
     """Residency, policy and lowering over a kernel driver; the device's name is the driver's."""
 
     thresholds = CUDA_THRESHOLDS
+    prepares_launches = True
     fuses = True
 
     def __init__(self, driver, offload="policy"):
@@ -225,7 +225,7 @@ class KernelDevice(LoweringDevice, DeviceBackend):
 
     def launch_calls(self, node, launches, args, out_ptr, scratch=None, tag=None):
         """`launches` of `node` as driver calls (function, spec, pointers, scalars) for a replay that
-        launches them itself (runtime/launch_plan.py), or None when one needs per-call work the replay
+        launches them itself (runtime/replay/device_runner.py), or None when one needs per-call work the replay
         cannot do (a device index check). `args` may stand in for values: a device operand's `ptr`, a
         0-d operand's `item()`; `scratch(operand)` gives the pointer of a Scratch operand or of a host
         array uploaded for the launch (a scatter's grouping, which the replay rebuilds and uploads
@@ -252,14 +252,9 @@ class KernelDevice(LoweringDevice, DeviceBackend):
         return self.driver.prepare(*call)
 
     # ---- fused elementwise groups (runtime/fusion.py) ------------------------------------------------
-    def accepts_group(self, group, operands):
-        """Whether this device runs the fused group, given its operands' buffers (see policy)."""
-        if not self.driver.profile.has_double:
-            return False
-        if self.offload == "always":
-            return True
-        transcendental = any(OPS[ins[0]].policy == "transcendental" for ins in group.recipe[1] if ins[0] in OPS)
-        return accepts_group(self, group.root, transcendental, operands)
+    def group_kernel(self, group):
+        """A fused group's kernel computes in float64 inside: only where the driver has it."""
+        return self.driver.profile.has_double
 
     def launch_group(self, group, args, out_block):
         """Launch the fused group: `args` are the inputs' device arrays, then the 0-d parameter nodes'

@@ -21,8 +21,7 @@ from ...kernels.gpu import reduce as gred
 from ...kernels.gpu import softmax as gsoftmax
 from ...kernels.gpu.spec import ctype, dtype_name, handles
 from ...kernels.reference.indexing import check_bounds
-from .. import policy
-from ..policy import is_param
+from ..residency import is_param
 
 OUT = "out"
 STATUS = "status"  # the device's status buffer, where kernels report out-of-range indices
@@ -96,7 +95,7 @@ def scalar_values(launch, node, args, tag=0):
 
 def rng_key_patches(launches):
     """(launch index, scalar index, key word) of every RNG key word among `launches`' scalars: what a
-    compiled replay changes for a fresh random stream (runtime/launch_plan.py)."""
+    compiled replay changes for a fresh random stream (runtime/replay/device_runner.py)."""
     return [(i, j, source[1]) for i, launch in enumerate(launches)
             for j, source in enumerate(launch.scalars) if source[0] == "key"]
 
@@ -334,7 +333,7 @@ def adamw_in_place(node, params):
     """The launch of AdamW node `node` that writes p', m', v' to operands 0-2 (which may be p, m, v
     themselves) instead of its stacked result; operands 3-6 are p, g, m, v, 7-9 lr, bias1, bias2 and 10
     the gradient's factor where the node has one (`params`: whether each of the node's own operands is
-    a host value). The same bytes as `_adamw`'s result unstacked (runtime/launch_plan.py uses it)."""
+    a host value). The same bytes as `_adamw`'s result unstacked (runtime/replay/device_runner.py uses it)."""
     a = node.attrs
     scale = _adamw_scale(params)
     spec = gopt.adamw_in_place(node.size // 3, _dt(node.dtype), a["beta1"], a["beta2"], a["eps"],
@@ -435,9 +434,10 @@ class LaunchOperand:
 
 
 class LoweringDevice:
-    """The mixin of backends that compile `kernels/gpu/` descriptions (CUDA, Metal): `accepts` lowers the
-    node and keeps the launches for the launch that follows at once. The class provides `lower(node,
-    operands)` (the launches, or None), `name`, `offload` and the policy's `thresholds`."""
+    """The mixin of backends that compile `kernels/gpu/` descriptions (CUDA, Metal): what would compute a
+    node here is the launches lowering gives (`kernel_for`); the executor hands the chosen ones back
+    (`reuse_launches`) for the launch that follows. The class provides `lower(node, operands)` (the
+    launches, or None) and `name`."""
 
     _planned = None
     _last = None  # the launches the last launch ran, when they may be reused (see last_launches)
@@ -445,27 +445,12 @@ class LoweringDevice:
     def lower(self, node, operands):
         raise NotImplementedError
 
-    def can_run(self, node, operands, remember=False):
-        """The launches computing `node` here, or None: a kernel must exist for the node; then an
-        explicit placement, offload="always", or the policy decides."""
-        forced = policy.placement(node)
-        if forced is not None and forced != self.name:
-            return None
+    def kernel_for(self, node, operands):
+        """The launches computing `node` here, or None: no kernel for it (float16/bfloat16 storage is
+        cast on the host)."""
         if not handles(node.dtype) or not all(handles(v.dtype) for v in operands):
-            return None  # float16/bfloat16 storage: cast on the host
-        launches = self.lower(node, operands)
-        if launches is None:
             return None
-        if self.offload == "always" or forced == self.name or policy.accepts(self, node, operands, remember):
-            return launches
-        return None
-
-    def accepts(self, node, operands):
-        launches = self.can_run(node, operands, remember=True)
-        if launches is None:
-            return False
-        self._planned = {node.id: launches}  # one slot: a refused allocation leaves no stale plan
-        return True
+        return self.lower(node, operands)
 
     def planned_launches(self, node, args):
         """The launches `accepts` planned for `node`, else lowered now from the launch arguments."""

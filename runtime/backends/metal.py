@@ -16,7 +16,7 @@ import numpy as np
 from ...kernels.gpu import METAL, render
 from ...kernels.gpu import elementwise as gew
 from .. import config
-from ..policy import METAL_THRESHOLDS
+from ..offload_tables import METAL_THRESHOLDS
 from .base import HostBackend
 from .lowering import OUT, LoweringDevice, lower, scalar_values
 
@@ -61,7 +61,7 @@ class MetalBackend(LoweringDevice, HostBackend):
 
     def launch_fused(self, recipe, root, arrays, params):
         """A fused elementwise group (runtime/fusion.py) as one float32 kernel, or None to decline it:
-        float64 or wide ops, or (under the policy) equal-shape work and broadcasts below the threshold."""
+        float64 or wide ops (which groups it is given under the policy: runtime/placement.py)."""
         if not self.can_fuse(recipe, root, [a.shape for a in arrays]):
             return None
         spec = gew.fused(root.shape, recipe, [a.shape for a in arrays], [False] * len(params), has_double=False)
@@ -71,9 +71,7 @@ class MetalBackend(LoweringDevice, HostBackend):
         return np.frombuffer(out, dtype=root.dtype, count=root.size).reshape(root.shape)
 
     def can_fuse(self, recipe, root, shapes):
-        if not gew.fused_supported(recipe, has_double=False):
-            return False
-        return self.offload == "always" or (len(set(shapes)) >= 2 and root.size >= self.thresholds["broadcast"])
+        return gew.fused_supported(recipe, has_double=False)
 
     def _run(self, spec, bufs, values):
         """Start `spec` on `bufs`, its scalar `values` packed into a float and an int buffer (metalcompute

@@ -14,7 +14,7 @@ from ...kernels.reference import KERNELS
 from .. import config
 from ..config import parse_bytes
 from ..memory import DeviceMemory, PinnedPool
-from ..policy import CUDA_THRESHOLDS, accepts, placement
+from ..offload_tables import CUDA_THRESHOLDS
 from .arena import Arena
 from .base import DeviceBackend
 
@@ -69,15 +69,8 @@ class VirtualDevice(DeviceBackend):
         np.copyto(out, self.view(block, out.shape, out.dtype))
         return time.perf_counter() - t0
 
-    def can_run(self, node, operands, remember=False):
-        if node.op not in KERNELS or node.op in HOST_ONLY:
-            return False
-        if self.offload == "always" and placement(node) in (None, self.name):
-            return True
-        return accepts(self, node, operands, remember)
-
     def accepts(self, node, operands):
-        return self.can_run(node, operands, remember=True)
+        return node.op in KERNELS and node.op not in HOST_ONLY
 
     def launch(self, node, args, out_block):
         result = KERNELS[node.op](node.attrs, *args)

@@ -1,17 +1,17 @@
 """A compiled step's device kernels launched from argument lists built once, over one block of scratch.
 
-A `Program` (runtime/capture.py) replays through the scheduler's executors, which cost tens of
+A `Program` (runtime/replay/capture.py) replays through the executors, which cost tens of
 microseconds of Python per kernel (operand residency, block allocation, a Buffer, the launch's argument
-list). On a device that can prepare launches (`KernelDevice`: the CUDA drivers) a `LaunchPlan` does that
+list). On a device that can prepare launches (`KernelDevice`: the CUDA drivers) a `DeviceRunner` does that
 work once, at the first replay:
 
-- each device kernel of the program becomes a prepared driver launch (runtime/launch_calls.py,
+- each device kernel of the program becomes a prepared driver launch (runtime/replay/launch_calls.py,
   `KernelDevice.launch_calls`, `group_call`, `prepare`): a replay calls it with no further Python than
   the call. Index kernels too: bounds the host checked when captured are checked again on the host's
   copy of the new indices, a scatter's grouping is rebuilt there and uploaded (logged as in the eager
   run), a device-checked kernel gets its status tag; a reshape that kept a host copy keeps one again;
 - values produced and consumed only by such kernels ("internal"), and the Scratch blocks and uploaded
-  groupings a node's kernels share, get fixed offsets in scratch chunks (runtime/scratch_layout.py),
+  groupings a node's kernels share, get fixed offsets in scratch chunks (runtime/replay/scratch_layout.py),
   allocated from the device's memory for the duration of the replay and given back after it, so their
   pointers never change and the budget sees them; internal values have no Buffer at all;
 - every other value a prepared launch reads or writes (a bound parameter, a step's output, the result of
@@ -35,14 +35,16 @@ are the same bytes either way: the same kernels run on the same values in the sa
 """
 import collections
 
-from ..kernels.gpu.index import group_by_destination
-from ..kernels.reference.creation import full
-from . import copies, rng, scratch_layout
-from .backends.lowering import for_indices, rng_key_patches, rng_key_words
+from ...kernels.gpu.index import group_by_destination
+from ...kernels.reference.creation import full
+from .. import copies, rng
+from ..backends.lowering import for_indices, rng_key_patches, rng_key_words
+from ..memory import bucket
+from ..residency import Buffer
+from ..transfers import LOG
+from . import scratch_layout
 from .launch_calls import Stand, adamw_in_place_calls, step_calls
-from .memory import bucket
-from .residency import Buffer
-from .transfers import LOG
+from .runner import Runner
 
 
 class NoMemory(Exception):
@@ -51,11 +53,12 @@ class NoMemory(Exception):
 
 
 def supports(device):
-    """Whether `device` prepares launches (a plan can replay its kernels)."""
-    return hasattr(device, "launch_calls")
+    """Whether `device` prepares launches (a runner can replay its kernels): the backend contract's
+    `prepares_launches`."""
+    return device.prepares_launches
 
 
-class LaunchPlan:
+class DeviceRunner(Runner):
     """The prepared launches of one Program on one device, the scratch layout, and the actions of a
     replay in order. `run(slots, execute)` replays; `execute(k, operands)` runs step k the generic way."""
 
@@ -302,6 +305,25 @@ class LaunchPlan:
         return merged
 
     # ---- a replay --------------------------------------------------------------------------------
+    def replay(self, slots, stream0, execute, donors=None):
+        """The runners' one interface (runtime/replay/runner.py): replay into `slots`, writing replaced
+        values over `donors` ({replaced slot: old Buffer nobody else holds}) where it can; False (slots
+        as they were) when it cannot run within the budget, and the executors must run the steps."""
+        donors = self.accepts_donors(slots, donors) if donors else None
+        if donors is not None and not self.fits(slots, donors):
+            donors = None
+        self.updated = 0
+        if donors is None and not self.fits(slots):
+            return False
+        start = list(slots)
+        try:
+            self.run(slots, execute, stream0, donors)
+        except NoMemory:
+            slots[:] = start  # start over through the executors: nothing the runner made is kept
+            return False
+        self.updated = len(donors) if donors is not None else 0
+        return True
+
     def accepts_donors(self, slots, donors):
         """Those of `donors` ({replaced slot: the Buffer its tensor held, held by no one else}) whose
         value this replay may write over: on this device, of the new value's shape and dtype, read by no
@@ -508,7 +530,7 @@ class LaunchPlan:
 
     def _host_copy(self, slots):
         """A reshape of a value the host holds too keeps a host copy of its result, as in the eager run
-        (scheduler.keeps_host_copy): free on the host, and index checks read it there. (A value made by
+        (placement.keeps_host_copy): free on the host, and index checks read it there. (A value made by
         prepared launches only, with no Buffer, is on the device only.)"""
         source, result = self._slots[slots[0]], self._slots[slots[1]]
         if source is not None and source.on_host:

@@ -1,10 +1,7 @@
 """Text data for the char-level GPT: the default corpus, a char vocabulary, a split, seeded batches."""
 import numpy as np
 
-from . import dtypes
-from .creation import tensor
-from .random import randint
-from .runtime import hostio
+from lazytensor import host_copy, int64, randint, tensor
 
 
 def default_corpus():
@@ -44,9 +41,9 @@ class CharDataset:
         if len(data) <= block_size + 1:
             raise ValueError(f"batch: the {split} split has {len(data)} tokens, fewer than block_size + 2")
         # Offsets are drawn from the seeded generator and read on the host (a read named "data").
-        starts = hostio.host_array(randint(0, len(data) - block_size - 1, (batch_size,))._node, "data")
+        starts = host_copy(randint(0, len(data) - block_size - 1, (batch_size,)), "data")
         idx = starts[:, None] + np.arange(block_size)[None, :]
-        return tensor(data[idx], dtype=dtypes.int64), tensor(data[idx + 1], dtype=dtypes.int64)
+        return tensor(data[idx], dtype=int64), tensor(data[idx + 1], dtype=int64)
 
     def unigram_loss(self, split="val"):
         """Cross-entropy (nats/char) of predicting every character by its training-set frequency."""

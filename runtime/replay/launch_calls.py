@@ -1,8 +1,8 @@
-"""The driver calls a recorded step becomes in a launch plan (runtime/launch_plan.py), built once with
+"""The driver calls a recorded step becomes in a device runner (runtime/replay/device_runner.py), built once with
 stand-ins for what changes from replay to replay: each value's pointer or 0-d value (`Stand(slot)`), a
 Scratch block's or an uploaded index grouping's place in scratch, a device index check's status tag.
 """
-from .backends.lowering import adamw_in_place
+from ..backends.lowering import adamw_in_place
 
 
 class Stand:
@@ -65,7 +65,7 @@ def step_calls(k, step, device, scratch, groups, tags):
 
 def adamw_in_place_calls(step, outs, device):
     """The driver call of AdamW step `step` (a node whose result stacks p', m', v') writing p', m', v' to
-    slots `outs` instead, over the old values' blocks where those slots hold them (runtime/launch_plan.py)."""
+    slots `outs` instead, over the old values' blocks where those slots hold them (runtime/replay/device_runner.py)."""
     shape, dtype = step.shapes[0], step.dtypes[0]
     args = [_StandArray(s, shape, dtype) for s in outs]
     args += [Stand(s) if param else _StandArray(s, sh, dt)

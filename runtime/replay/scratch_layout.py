@@ -1,4 +1,4 @@
-"""Where a launch plan's internal values live: fixed offsets in a few blocks of scratch device memory.
+"""Where a device runner's internal values live: fixed offsets in a few blocks of scratch device memory.
 
 Values that only prepared launches make and read get an offset in a chunk of scratch (greedy by size
 over their lifetimes, as TFLite's arena planner does); one chunk if the step's memory allows, else the
@@ -9,7 +9,7 @@ wherever that keeps the peak (each chunk is an allocation per replay).
 
 import numpy as np
 
-from .memory import bucket
+from ..memory import bucket
 
 ALIGN = 256
 

@@ -24,8 +24,8 @@ def demo(out=sys.stdout):
 
 
 def _train_parser(sub):
-    from .train_config import PLAN_DEFAULTS as P
-    from .train_config import TrainConfig
+    from .config import PLAN_DEFAULTS as P
+    from .config import TrainConfig
     d = TrainConfig()
     resumed = "; on --resume, the checkpoint's"
     p = sub.add_parser("train", help="train the char-level GPT (default: tiny config on CPython's pydoc text)",
@@ -82,7 +82,7 @@ def _train_parser(sub):
 
 
 def main(argv=None):
-    from . import __version__
+    from lazytensor import __version__
     parser = argparse.ArgumentParser(prog="lazytensor", description=__doc__)
     parser.add_argument("--version", action="version", version=f"lazytensor {__version__}")
     sub = parser.add_subparsers(dest="command")
@@ -115,7 +115,7 @@ def _launch_ranks(n, argv):
     """`--nproc N`: the same command under `mpiexec -n N` (its exit status is the job's)."""
     import shutil
     from . import rank_launcher
-    from .runtime.collectives import launched_by_mpi
+    from lazytensor.distributed import launched_by_mpi
     if n < 1:
         print(f"lazytensor train: error: --nproc {n}: give at least 1 process", file=sys.stderr)
         return 2
@@ -134,14 +134,15 @@ def _launch_ranks(n, argv):
 def _train(args):
     """Run the training job; exit status 0 done, 1 a NaN loss or an output not written, 2 bad input,
     130 stopped by Ctrl-C (SIGINT), 143 by SIGTERM."""
-    from .runtime import config, host_malloc
+    import lazytensor as lt
+
     from .stop_request import exit_status
     from .train import TrainConfig, run
     options = {k: v for k, v in vars(args).items() if k not in ("command", "nproc")}
     try:
-        config.check_all()  # a bad LAZYTENSOR_* value: one line now, not a traceback mid-run
-        if host_malloc.setting() != "default":
-            host_malloc.tune()  # this process is ours: keep freed arrays for the next step
+        lt.check_settings()  # a bad LAZYTENSOR_* value: one line now, not a traceback mid-run
+        if lt.setting("LAZYTENSOR_MALLOC") != "default":
+            lt.tune_host_malloc()  # this process is ours: keep freed arrays for the next step
         result = run(TrainConfig(**options))
     except BrokenPipeError:  # `lazytensor train | head`: the reader left; stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -18,23 +18,17 @@ import time
 import numpy as np
 
 import lazytensor
+from lazytensor import (distributed, float64, get_device, get_rng_state, jit, kernel_cache_dir, manual_seed, nn, optim,
+                        parse_bytes, profile, realize, residency_stats, set_device, set_memory_budget, set_rng_state,
+                        tensor, when_compiling)
 
-from . import checkpoint, distributed, grad_mode, nn, optim, train_report
-from .compiled import jit
-from .creation import tensor
+from . import checkpoint, report
+from .config import TrainConfig, TrainError, check, check_resumed, plan_of, resolve  # noqa: F401 (API)
 from .data import CharDataset, default_corpus
-from .dtypes import float64
-from .device_api import (get_device, kernel_cache_dir, profile, residency_stats, set_device, set_memory_budget,
-                         when_compiling)
-from .evaluation import realize
 from .models import llama
 from .models.gpt import CONFIGS, GPT, GPTConfig
-from .random import get_rng_state, manual_seed, set_rng_state
 from .rank_launcher import rank_pid_file
-from .runtime import collectives
-from .runtime.config import parse_bytes
 from .stop_request import StopRequest
-from .train_config import TrainConfig, TrainError, check, check_resumed, plan_of, resolve  # noqa: F401 (API)
 
 EVAL_SEED = 20240601  # every evaluation draws the same batches, and leaves the training draws untouched
 
@@ -92,7 +86,7 @@ def evaluate(model, data, batch_size, block_size, iters, splits=("train", "val")
     model.eval()
     out = {}
     try:
-        with grad_mode.no_grad():
+        with lazytensor.no_grad():
             for split in splits:
                 manual_seed(EVAL_SEED + ("train", "val").index(split))  # a split's batches never vary
                 batches = [data.batch(split, batch_size, block_size) for _ in range(iters)]
@@ -119,7 +113,7 @@ def _ranks():
 
 def _join_job():
     """Under an MPI launcher with several ranks, join the job; returns (rank, number of ranks)."""
-    if collectives.launched_by_mpi():
+    if distributed.launched_by_mpi():
         distributed.init()
     return _ranks()
 
@@ -420,7 +414,7 @@ def _report(state, result, model, data, batch_size, block, prof):
         sample = data.decode(ids)
         print("\nsample:\n" + sample + "\n", file=out)
     print(f"what moved and what was read (the loss is read every {cfg.log_every} steps):", file=out)
-    print(train_report.summary(prof, cfg.steps - result["first_step"]), file=out)
+    print(report.summary(prof, cfg.steps - result["first_step"]), file=out)
     if cfg.checkpoint and state.saved_step == cfg.steps:
         print(f"checkpoint written to {cfg.checkpoint}", file=out)
     _write_png(state, cfg, unigram)

@@ -101,5 +101,5 @@ class RankJob:
 def launch(mpiexec, ranks, argv):
     """Run `lazytensor <argv>` on `ranks` processes under `mpiexec`; returns the job's exit status."""
     with tempfile.TemporaryDirectory(prefix="lazytensor-ranks-") as folder:
-        command = [mpiexec, "-n", str(ranks), sys.executable, "-m", "lazytensor", *argv, "--stop-dir", folder]
+        command = [mpiexec, "-n", str(ranks), sys.executable, "-m", "lazytensor_train", *argv, "--stop-dir", folder]
         return RankJob(command, folder, ranks).wait()

@@ -5,11 +5,8 @@ import math
 
 import numpy as np
 
-from .. import dtypes, grad_mode
-from ..creation import arange, tensor
-from .. import nn
-from ..nn import functional as F
-from ..random import rand
+from lazytensor import arange, float64, int64, nn, no_grad, rand, tensor
+from lazytensor.nn import functional as F
 
 
 @dataclasses.dataclass
@@ -121,14 +118,14 @@ class GPT(nn.Module):
         loss = F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(-1), ignore_index=-1)
         return logits, loss
 
-    @grad_mode.no_grad()
+    @no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, greedy=False):
         """Extend the (B, T) prompt by sampling one token at a time (reads each new token on the host)."""
         was_training = self.training
         self.eval()
         tokens = np.asarray(idx.numpy(), dtype=np.int64)
         for _ in range(max_new_tokens):
-            ctx = tensor(tokens[:, -self.config.block_size:], dtype=dtypes.int64)
+            ctx = tensor(tokens[:, -self.config.block_size:], dtype=int64)
             logits, _ = self(ctx)
             logits = logits[:, -1, :] / max(temperature, 1e-8)
             if greedy:
@@ -138,7 +135,7 @@ class GPT(nn.Module):
                     kth = np.sort(logits.numpy(), axis=-1)[:, -min(top_k, logits.shape[-1])]
                     logits = logits.masked_fill(logits < tensor(kth[:, None]), float("-inf"))
                 probs = F.softmax(logits, dim=-1).numpy().astype(np.float64)
-                u = rand(probs.shape[0], dtype=dtypes.float64).numpy()
+                u = rand(probs.shape[0], dtype=float64).numpy()
                 cdf = np.cumsum(probs, axis=-1)
                 nxt = np.minimum((cdf < (u * cdf[:, -1])[:, None]).sum(-1), probs.shape[-1] - 1)
             tokens = np.concatenate([tokens, nxt[:, None].astype(np.int64)], axis=1)

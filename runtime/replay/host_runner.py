@@ -1,10 +1,10 @@
 """A compiled step's host kernels called from a list prepared once: arrays in slots, no Buffers between.
 
-A `Program` (runtime/capture.py) replays through the scheduler's executors: per kernel a residency
+A `Program` (runtime/replay/capture.py) replays through the executors: per kernel a residency
 check, a Buffer for the result, a profiling hook, the backend's choice among its kernels, and the
 kernel's own checks (bench/RESULTS.md: a replay of a ~460-step training step with negligible kernels
-took 6.4 ms through them, 4.9 through a HostPlan, on a 2-vCPU VM). When
-every step of a program runs on host backends (the CPU device), a `HostPlan` resolves each step once to
+took 6.4 ms through them, 4.9 through a HostRunner, on a 2-vCPU VM). When
+every step of a program runs on host backends (the CPU device), a `HostRunner` resolves each step once to
 a callable on host arrays (`HostBackend.prepared`: the kernel the backend would pick for these shapes
 and dtypes), and a replay is a loop over (callable, operand slots, result slot), generated as one Python
 function once the plan has replayed GENERATE_AFTER times: the same kernels on the same arrays in the
@@ -19,11 +19,12 @@ before the call is bound, not constant), so nothing can change it between replay
 never handed back (the caller could write it in place), and only values up to FOLD_MAX_BYTES are kept,
 so a replay holds at most a few small arrays more than the eager call between steps.
 """
-from . import scheduler
-from .hostio import host_view
-from .residency import Buffer
+from .. import executor
+from ..hostio import host_view
+from ..residency import Buffer
+from .runner import Runner
 
-FOLD_MAX_BYTES = 1 << 20  # the largest value a host plan keeps between replays as a folded constant
+FOLD_MAX_BYTES = 1 << 20  # the largest value a host runner keeps between replays as a folded constant
 # Replays after which a plan's calls run as one generated function: generating costs ~70 us a call once
 # (compiling the source), and saves ~0.6 us a call per replay, so a plan that ran this often is likely to
 # run long enough to gain.
@@ -37,7 +38,7 @@ def supports(program):
                for step in program.steps)
 
 
-class HostPlan:
+class HostRunner(Runner):
     """The prepared calls of one Program whose steps all run on the host. `run(slots, stream0)` replays
     into `slots` (Buffers of the bound and constant values in, the outputs' Buffers out); a step the
     calls cannot take (a random kernel, whose streams are the replay's; a group reading 0-d values; a
@@ -45,7 +46,7 @@ class HostPlan:
 
     def __init__(self, program, executor, fold=True):
         self._executor, self._stream0 = executor, 0
-        self.skipped, self.can_update = 0, False  # as LaunchPlan's: no step skipped, no state overwritten
+        self.skipped, self.can_update, self.updated = 0, False, 0  # no step skipped, no state overwritten
         self._keep = set(program.outputs)
         self._calls = []
         self._replay, self._runs = None, 0  # the calls as one generated function once hot (_generated)
@@ -108,6 +109,11 @@ class HostPlan:
         operands = [Buffer.host_result(-1, "data", a, False) for a in arrays]
         return self._executor(step, operands, self._stream0).host
 
+    def replay(self, slots, stream0, execute=None, donors=None):
+        """The runners' one interface (runtime/replay/runner.py); a host runner calls its own executor
+        for what its calls cannot take and writes over no donor."""
+        return self.run(slots, stream0)
+
     def run(self, slots, stream0):
         """Replay the calls into `slots`; False (slots untouched) where the executors must run instead:
         a bound or constant value not on the host."""
@@ -162,7 +168,7 @@ def _foldable(program, keep):
             continue
         known.add(step.out)
         folded[k] = ("view" if step.kind == "view" else
-                     "executors" if HostPlan._through_executors(step) else "prepared")
+                     "executors" if HostRunner._through_executors(step) else "prepared")
     return folded
 
 
@@ -175,7 +181,7 @@ def _looped(calls, arrays, keep):
         value = call(*args)
         arrays[out] = value
         if out in keep:
-            exclusive[out] = scheduler.exclusive_result(value, args)
+            exclusive[out] = executor.exclusive_result(value, args)
         for s in drop:
             if s not in keep:
                 arrays[s] = None
@@ -187,7 +193,7 @@ def _generated(calls):
     lists and loop control per call (about 0.6 us of the CPython interpreter each, a few hundred per
     training step)."""
     lines = ["def replay(calls, a, keep):", "    exclusive = {}"]
-    names = {"exclusive_result": scheduler.exclusive_result}
+    names = {"exclusive_result": executor.exclusive_result}
     for k, (call, ins, out, drop) in enumerate(calls):
         names[f"c{k}"] = call
         args = "".join(f"a[{s}], " for s in ins)
@@ -195,5 +201,5 @@ def _generated(calls):
         lines.append(f"    if {out} in keep: exclusive[{out}] = exclusive_result(v, ({args}))")
         lines.extend(f"    if {s} not in keep: a[{s}] = None" for s in drop)
     lines.append("    return exclusive")
-    exec(compile("\n".join(lines), "<host plan>", "exec"), names)
+    exec(compile("\n".join(lines), "<host runner>", "exec"), names)
     return names["replay"]

@@ -1,41 +1,23 @@
-"""The offload policy: which kernels a device accepts, by op family and size, with one table per backend.
+"""Placement: every rule that decides which backend of the chain computes a node or a fused group.
+
+Backends only answer what they could run (`kernel_for`, `group_kernel`, `can_fuse`: capabilities, no
+side effects); this module asks them and applies the rest: an explicit device (`device=`), a constant
+following its consumer's device (runtime/constants.py), the offload mode ("always" takes every kernel
+a device has), and under the policy the thresholds by op family and size (runtime/offload_tables.py),
+residency (operands already on the device make any size a member), a matrix-vector product's second
+offer, the reductions left to the host, Metal's group rule, and the host copy a reshape keeps. The
+planner (runtime/planner.py) asks it for every step of a schedule; compiled replays ask it again where
+a recorded step cannot be reused as it is.
 
 A device round trip costs microseconds however little it carries, so small work stays on the CPU.
-Operands already resident on the device make any size a member (the alternative is a download).
 Declining is not an error: the kernel runs on the next backend of the chain.
-
-The CUDA values are the measurements of the system this design comes from (NVIDIA GB10) and still
-have to be re-measured on our own hardware; the virtual device uses the CUDA table so that its
-transfer log rehearses a CUDA run. Metal's values are the seed's where it gives them; `fill` is not
-measured for Metal and is scaled by its ~5x higher round trip.
 """
 import contextlib
 
 from ..kernels.ops import OPS
 from ..kernels.reference.reduce import BLOCK_SPAN
-
-CUDA_THRESHOLDS = {
-    "matmul": 131072,          # n*m*p (batch*n*m*p for stacked products), ~51^3
-    "gemv": 131072,            # rows*cols of a matrix-vector product's matrix, once it is resident
-    "transcendental": 16384,   # elements of exp/log/tanh/... and what is built on them
-    "broadcast": 32768,        # result elements of broadcasting binary ops, expands, axis-list transposes
-    "reduce_input": 131072,    # input elements of an axis reduction ...
-    "reduce_slices": 256,      # ... and its number of output slices
-    "fill": 8192,              # elements generated on the device (RNG fills, full/arange/linspace/eye)
-}
-# Metal takes no reduction under the policy (None): its float32 folds cannot give the float64 fold's
-# bits, and the seed measured amax/amin there as a tie. Nothing is resident on Metal, so no operand
-# ever makes one a member either; offload="always" still runs them (Kahan-compensated, docs/NUMERICS.md).
-METAL_THRESHOLDS = {
-    "matmul": 4194304, "gemv": 2097152, "transcendental": 131072, "broadcast": 262144,
-    "reduce_input": None, "reduce_slices": None, "fill": 40960,
-}
-
-
-def is_param(buf):
-    """A 0-d value already on the host travels as a kernel parameter, not as a copy."""
-    return buf.shape == () and buf.on_host
-
+from .offload_tables import CUDA_THRESHOLDS, METAL_THRESHOLDS  # noqa: F401 (re-exported with the rules)
+from .residency import is_param
 
 def family(node, operands):
     """The threshold that applies (the op record's `policy`): matmul, gemv, transcendental, broadcast,
@@ -58,28 +40,42 @@ def _matmul_work(node, operands):
     return node.size * k
 
 
-def _gemv(backend, node, operands, limit, remember):
-    matrix = operands[0] if len(operands[0].shape) == 2 else operands[1]
+def gemv_matrix(operands):
+    """The position of a matrix-vector product's matrix among its operands."""
+    return 0 if len(operands[0].shape) == 2 else 1
+
+
+def _gemv(backend, node, operands, limit, offers):
+    matrix = operands[gemv_matrix(operands)]
     if matrix.on_device and matrix.backend is backend:
         return True
     rows_cols = matrix.shape[0] * matrix.shape[1]
     if rows_cols < limit:
         return False
     # First offer: remember the matrix and decline; a second offer of the same (unchanged) value
-    # transfers it, after which later calls pay only for the vector. A plan (remember=False) asks
-    # without remembering.
+    # transfers it, after which later calls pay only for the vector. Given `offers` (a planner's list),
+    # the offer is noted there instead, and the executor remembers it when the step runs.
     value = matrix.identity
     if backend.gemv_offers.get(id(value)) is value:
         return True
-    if remember:
+    if offers is None:
         backend.gemv_offers[id(value)] = value
+    elif any(v is value for v in offers):
+        return True
+    else:
+        offers.append(value)
     return False
+
+
+def remember_offer(backend, value):
+    """`value`, a matrix a step offered `backend` for the first time, is taken at its next offer."""
+    backend.gemv_offers[id(value)] = value
 
 
 _following = {}  # node id -> device name: a constant computed where its consumer runs (runtime/constants.py)
 
 
-def placement(node):
+def explicit(node):
     """A creation op's explicit device (lt.zeros(..., device=...)), the device a constant follows its
     consumer to, or None to let the policy decide."""
     forced = node.attrs.get("device") if isinstance(node.attrs, dict) else None
@@ -145,12 +141,24 @@ def _expands(backend, node, operands, table):
     return upload * EXPANSION <= node.nbytes
 
 
-def accepts(backend, node, operands, remember=True):
-    """Whether `backend` (a device) should run `node`, given its operands' buffers (or their planned
-    stand-ins); `remember=False` asks without recording a first gemv offer."""
-    forced = placement(node)
-    if forced is not None:
-        return forced == backend.name
+def choose(backend, node, operands, offers=None):
+    """What `backend` would compute `node` with (its launches, or True), given its operands' Buffers
+    or planned stand-ins; None when it should not: it has no kernel for it, the node is placed on
+    another device, or the policy leaves it to the next backend (`offers`: see _gemv). A backend
+    without an offload mode (NumPy, numba) runs whatever it has a kernel for."""
+    forced = explicit(node) if backend.offload is not None else None
+    if forced is not None and forced != backend.name:
+        return None
+    kernel = backend.kernel_for(node, operands)
+    if kernel is None or kernel is False:
+        return None
+    if backend.offload in (None, "always") or forced == backend.name or _policy_takes(backend, node, operands, offers):
+        return kernel
+    return None
+
+
+def _policy_takes(backend, node, operands, offers):
+    """Whether the offload policy puts `node` on device `backend`: thresholds, residency, offers."""
     table = backend.thresholds
     fam = family(node, operands)
     if fam == "reduce" and _long_serial_fold(node, operands):
@@ -162,7 +170,7 @@ def accepts(backend, node, operands, remember=True):
     if fam == "matmul":
         return _matmul_work(node, operands) >= table["matmul"]
     if fam == "gemv":
-        return _gemv(backend, node, operands, table["gemv"], remember)
+        return _gemv(backend, node, operands, table["gemv"], offers)
     if fam == "reduce":
         if table["reduce_input"] is None:
             return False
@@ -171,10 +179,17 @@ def accepts(backend, node, operands, remember=True):
     return node.size >= table[fam]
 
 
-def accepts_group(backend, root, has_transcendental, operands):
-    """Whether a device runs a fused elementwise group producing `root` from operand buffers: like one
-    elementwise kernel (resident operands make any size a member; else the transcendental or
-    broadcast threshold applies, and equal-shape work stays on the CPU)."""
+def takes_group(backend, group, operands):
+    """Whether device `backend` runs a fused elementwise group from its operands' Buffers (or stand-ins):
+    it must have a kernel for it; then as one elementwise kernel (resident operands make any size a
+    member; else the transcendental or broadcast threshold applies, and equal-shape work stays on the
+    CPU)."""
+    if not backend.group_kernel(group):
+        return False
+    if backend.offload == "always":
+        return True
+    root = group.root
+    has_transcendental = any(OPS[ins[0]].policy == "transcendental" for ins in group.recipe[1] if ins[0] in OPS)
     table = backend.thresholds
     if _residency_says_yes(backend, operands):
         return True
@@ -184,3 +199,20 @@ def accepts_group(backend, root, has_transcendental, operands):
     if len({b.shape for b in data}) > 1:
         return root.size >= table["broadcast"]
     return False
+
+
+def host_fuser_takes(backend, recipe, root, shapes):
+    """Whether host fuser `backend` runs a fused group with operands of `shapes`: it must have a kernel
+    for it; Metal, the host fuser with a policy, takes only broadcasts from its threshold up."""
+    if not backend.can_fuse(recipe, root, shapes):
+        return False
+    if backend.offload in (None, "always"):
+        return True
+    return len(set(shapes)) >= 2 and root.size >= backend.thresholds["broadcast"]
+
+
+def keeps_host_copy(node, operands):
+    """Whether a device result also gets a host copy: a reshape of a value the host also holds is free
+    there, so both copies are kept (state BOTH) and e.g. reshaped targets stay readable by host-side
+    index checks without a download."""
+    return node.op == "reshape" and operands[0].on_host

@@ -1,7 +1,6 @@
 """The closing table of `lazytensor train`: what moved between host and device, what the program read,
 where the values are, in one table with every number labelled."""
-from .device_api import residency_stats
-from .evaluation import counters
+from lazytensor import counters, residency_stats
 
 # What each host-read trigger of a training run is, for a reader who has not seen the code.
 READS = {

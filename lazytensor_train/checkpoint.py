@@ -2,13 +2,11 @@
 import hashlib
 import json
 import os
-import zipfile
-import zlib
 
 import numpy as np
 
-from .runtime import hostio
-from .tensor import Tensor
+from lazytensor import Tensor, host_copy
+from lazytensor.npz_archive import ARCHIVE_ERRORS, read_archive
 
 FORMAT = "lazytensor-checkpoint-1"
 
@@ -56,7 +54,7 @@ def remove_stale_temps(path):
 
 
 def _host(t):
-    return np.array(hostio.host_array(t._node, "checkpoint", reason="checkpoint"), copy=True)
+    return host_copy(t, "checkpoint", reason="checkpoint")
 
 
 def _digest(arr):
@@ -103,22 +101,6 @@ def save(path, model, optimizer=None, meta=None, require_finite=False):
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-
-
-# What reading a damaged or foreign .npz raises (np.load with allow_pickle=False never unpickles; a bad
-# JSON record or its text raises ValueErrors).
-ARCHIVE_ERRORS = (zipfile.BadZipFile, OSError, ValueError, EOFError, RecursionError, zlib.error,
-                  NotImplementedError)
-
-
-def read_archive(path, record_key):
-    """(the JSON record stored under `record_key`, or None when there is none; the other arrays by name)
-    from the .npz at `path`. Raises one of ARCHIVE_ERRORS for a file that is not a readable archive."""
-    with np.load(path, allow_pickle=False) as z:
-        if record_key not in z.files:
-            return None, {}
-        record = json.loads(z[record_key].tobytes().decode())
-        return record, {k: z[k] for k in z.files if k != record_key}
 
 
 def read(path):

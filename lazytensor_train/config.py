@@ -7,8 +7,9 @@ import dataclasses
 import math
 import os
 
+from lazytensor import parse_bytes
+
 from .models.gpt import CONFIGS
-from .runtime.config import parse_bytes
 
 
 class TrainError(ValueError):

@@ -1,5 +1,5 @@
 """Repeated realizations on the CPU replayed: an eager realization whose pending graph has the structure
-of one seen twice before runs that one's kernels from a host plan (runtime/host_plan.py), with no
+of one seen twice before runs that one's kernels from a host runner (runtime/replay/host_runner.py), with no
 fusion planning, backend choice or per-node dispatch. `lt.jit` replays a whole decorated function; this
 replays what an undecorated training loop realizes at every step (the graph is still built in Python).
 
@@ -22,69 +22,64 @@ it. Not replayed: realizations on a device (their placement depends on residency
 `lt.jit` capture or a profile is active, ones smaller than MIN_NODES, and any whose attributes cannot
 be compared (LAZYTENSOR_REPLAY=0 turns it off).
 """
-import collections
-import math
 import sys
 
-import numpy as np
+from ...kernels.cpu import gemm
+from .. import config, executor, parallel, rng
+from ..counters import COUNTERS
+from ..residency import Buffer
+from . import capture, capturing, host_runner
+from .cache import Bounded
+from .signature import Key, frozen
 
-from . import capture, config, host_plan, parallel, rng, scheduler
-from ..kernels.cpu import gemm
-from .counters import COUNTERS
-from .residency import Buffer
+MIN_NODES = 32   # smaller realizations cost little to plan; their signature would cost about as much
+REPLAYS = 8      # replayable signatures kept (least recently used dropped)
+SIGHTINGS = 64   # signatures seen once or twice, remembered to capture on the second sighting
 
-MIN_NODES = 32       # smaller realizations cost little to plan; their signature would cost about as much
-PLANS = 8            # replayable signatures kept (least recently used dropped)
-SIGHTINGS = 64       # signatures seen once or twice, remembered to capture on the second sighting
-
-_plans = collections.OrderedDict()   # signature -> _Replay
-_seen = collections.OrderedDict()    # signature -> times seen (1 or 2)
+_replays = Bounded(REPLAYS)   # signature -> _Replay
+_seen = Bounded(SIGHTINGS)    # signature -> times seen (1 or 2)
 
 
 def clear():
-    """Forget every signature and plan (tests; a change of a setting the signature does not cover)."""
-    _plans.clear()
+    """Forget every signature and recording (tests; a change of a setting the signature does not cover)."""
+    _replays.clear()
     _seen.clear()
 
 
 class _Replay:
-    """A captured realization: its host plan, (slot, leaf index) of each bound value, the slots,
+    """A captured realization: its host runner, (slot, leaf index) of each bound value, the slots,
     {order position: slot of its value} for each node the eager run computed, its kernel count, and
     where its random steps' streams start relative to its first random op's (None: it has none)."""
 
-    __slots__ = ("plan", "bound", "n_slots", "results", "kernels", "stream_shift")
+    __slots__ = ("runner", "bound", "n_slots", "results", "kernels", "stream_shift")
 
-    def __init__(self, plan, bound, n_slots, results, kernels, stream_shift):
-        self.plan, self.bound, self.n_slots, self.results, self.kernels = plan, bound, n_slots, results, kernels
+    def __init__(self, runner, bound, n_slots, results, kernels, stream_shift):
+        self.runner, self.bound, self.n_slots, self.results, self.kernels = runner, bound, n_slots, results, kernels
         self.stream_shift = stream_shift
 
 
 def realize(order, roots, chain, fuser):
     """Run the realization of `order` (the scheduler's order of the pending nodes for `roots`) on host
-    backends `chain`: replayed where its signature has a plan, else as the scheduler runs it (and
-    captured on the second sighting). Returns the kernels run."""
-    eager = scheduler.realize_planned
+    backends `chain`: replayed where its signature has a plan, else planned and run (and
+    captured on the second sighting). Returns the Schedule that ran, or None where it replayed."""
+    eager = executor.run
     if len(order) < MIN_NODES or not config.get("LAZYTENSOR_REPLAY"):
         return eager(order, roots, chain, fuser)
     try:
         key, leaves, reads, first_stream = signature(order, roots, chain, fuser)
-        replay = _plans.pop(key, None)  # then put back last: the most recently used (one comparison)
+        replay = _replays.get(key)
         seen = 0 if replay is not None else _seen.pop(key, 0)
     except (TypeError, ValueError):  # an attribute value that cannot be compared (an array)
         return eager(order, roots, chain, fuser)
     if replay is not None:
-        _plans[key] = replay
-        done = _replay(replay, order, key.items, leaves, reads, first_stream)
-        if done is not None:
-            return done
+        if _replay(replay, order, key.items, leaves, reads, first_stream):
+            return None
         return eager(order, roots, chain, fuser)
     seen += 1
     if seen < 2:
         if not key.storable():
             return eager(order, roots, chain, fuser)
-        _seen[key] = seen
-        if len(_seen) > SIGHTINGS:
-            _seen.popitem(last=False)
+        _seen.put(key, seen)
         return eager(order, roots, chain, fuser)
     return _capture(key, order, roots, leaves, chain, fuser, first_stream)
 
@@ -125,62 +120,6 @@ def signature(order, roots, chain, fuser):
     return Key(tuple(items), tuple([node.op for node in order])), leaves, reads, first_stream
 
 
-class Key:
-    """A signature (a tuple) as a dict key, hashed by the ops it covers alone: hashing every item
-    (dtypes, attributes, shapes) costs ~100 us for a training step's, and a lookup compares equal
-    hashes item by item anyway. A realization and a backward pass look their key up once per step."""
-
-    __slots__ = ("items", "hash")
-
-    def __init__(self, items, ops):
-        self.items, self.hash = items, hash(ops)
-
-    def __hash__(self):
-        return self.hash
-
-    def __eq__(self, other):
-        return self.hash == other.hash and self.items == other.items
-
-    def storable(self):
-        """Whether every item can be hashed and compared (not an array attribute): checked once, before
-        the key is first kept, so that no lookup compares a kept key that cannot be compared."""
-        try:
-            hash(self.items)
-        except (TypeError, ValueError):
-            return False
-        return True
-
-
-_ZERO_SIGNED = (float, complex, np.floating, np.complexfloating)  # values whose zero has a sign
-# attribute values equal only to themselves (no signed zero): most attributes are dtypes, ints, axes
-_PLAIN = frozenset({int, bool, str, type(None)} | {type(np.dtype(c)) for c in "?bhilqBHILQefdgFDG"})
-
-
-def frozen(attrs):
-    """The attributes as a comparable tuple. 0.0 == -0.0 in Python and a plan bakes in the values it was
-    captured with, so a zero float (alone, or in a tuple of scalars: attributes hold no deeper floats)
-    is kept with its sign. ValueError or TypeError where a value cannot be compared (an array)."""
-    for value in attrs.values():
-        t = type(value)
-        if t in _PLAIN:
-            continue
-        if t is tuple:
-            for v in value:
-                if type(v) not in _PLAIN and isinstance(v, _ZERO_SIGNED) and v == 0:
-                    return tuple((k, _signed(v)) for k, v in attrs.items())
-        elif isinstance(value, _ZERO_SIGNED) and value == 0:
-            return tuple((k, _signed(v)) for k, v in attrs.items())
-    return tuple(attrs.items())
-
-
-def _signed(value):
-    if isinstance(value, _ZERO_SIGNED):
-        return (value, math.copysign(1.0, value.real), math.copysign(1.0, value.imag))
-    if type(value) is tuple:
-        return tuple(_signed(v) if isinstance(v, _ZERO_SIGNED) else v for v in value)
-    return value
-
-
 def _capture(key, order, roots, leaves, chain, fuser, first_stream):
     """Run the realization as the scheduler does with a Recorder told every kernel, and keep its plan
     under `key` when every kernel ran on the host and the plan can take them."""
@@ -189,26 +128,25 @@ def _capture(key, order, roots, leaves, chain, fuser, first_stream):
     for k, buf in enumerate(leaves):
         recorder.bind(buf, k)
     try:
-        kernels = scheduler.recorded(recorder, order, roots, chain, fuser)
+        with capturing.into(recorder):
+            ran = executor.run(order, roots, chain, fuser)
     finally:
         recorder.close()
     program = capture.Program(recorder.steps, recorder.sources, [], [], 0, chain)
-    if recorder.refused is not None or program.consts or program.dynamic or not host_plan.supports(program):
-        return kernels
+    if recorder.refused is not None or program.consts or program.dynamic or not host_runner.supports(program):
+        return ran
     results = {}
     for step in recorder.steps:
         i = position.get(step.node.id)
         if i is None:
-            return kernels  # a kernel for a node outside the order: not a plan of this realization
+            return ran  # a kernel for a node outside the order: not a plan of this realization
         results[i] = step.out
     # a replay's random steps draw from stream stream0 + (their stream - the Recorder's start): with this
     # shift added to the replayed realization's first stream, each draws its node's own stream
     shift = None if first_stream is None else recorder.start_stream - first_stream
-    _plans[key] = _Replay(program.host_plan(fold=False), program.bound, program.n_slots, results, len(program),
-                          shift)
-    if len(_plans) > PLANS:
-        _plans.popitem(last=False)
-    return kernels
+    _replays.put(key, _Replay(program.host_runner(fold=False), program.bound, program.n_slots, results, len(program),
+                            shift))
+    return ran
 
 
 # References to an order's node that the replay itself holds while it looks: the order's list and
@@ -217,8 +155,7 @@ _HELD = 2
 
 
 def _replay(replay, order, key, leaves, reads, first_stream):
-    """Replay `replay` for `order`; the kernels run, or None (nothing run) when a value read is not on the
-    host."""
+    """Replay `replay` for `order`; True, or False (nothing run) when a value read is not on the host."""
     n = len(order)
     results = replay.results
     alive = [False] * n
@@ -238,9 +175,9 @@ def _replay(replay, order, key, leaves, reads, first_stream):
     for s, k in replay.bound:
         slots[s] = leaves[k]
     stream0 = 0 if first_stream is None else first_stream + replay.stream_shift
-    values = replay.plan.values(slots, stream0, keep)
+    values = replay.runner.values(slots, stream0, keep)
     if values is None:
-        return None
+        return False
     for i, s in results.items():
         if alive[i]:
             node = order[i]
@@ -249,7 +186,5 @@ def _replay(replay, order, key, leaves, reads, first_stream):
             node.inputs = ()
     COUNTERS.kernels += replay.kernels
     COUNTERS.replayed_realizations += 1
-    return replay.kernels
+    return True
 
-
-scheduler.replayer = realize

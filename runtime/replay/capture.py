@@ -1,11 +1,11 @@
 """Capture and replay: the kernels one call ran, recorded once, then run again on new values with no graph
 building, autograd, fusion planning or backend choice (the API's `lt.jit` decides when).
 
-While a `Recorder` is active the scheduler reports every kernel it runs (its backend, a copy of its node
+While a `Recorder` is active the executor reports every kernel it runs (its backend, a copy of its node
 without inputs, the operand Buffers, the result Buffer). Values get numbered slots: a kernel's result, a
 value held by a tensor when the call began ("bound": the caller supplies it at each replay), a host value
 recomputed at each replay ("dynamic": an optimizer's learning rate), or anything else read (a constant,
-kept). A `Program` runs the steps through the scheduler's own executors, so uploads, downloads, pinned
+kept). A `Program` runs the steps through the executors, so uploads, downloads, pinned
 reads, memory budgets and the transfer log behave as in the eager run; an intermediate is dropped after
 its last reader, as the eager run drops it.
 """
@@ -16,13 +16,13 @@ import weakref
 
 import numpy as np
 
-from . import copies, counters, devices, host_plan, hostio, launch_plan, parallel, policy, rng, scheduler
-from .backends.lowering import for_indices
-from .graph import Node
-from .locking import computing
-from .policy import is_param
-from .residency import Buffer
-from .transfers import LOG
+from .. import copies, counters, devices, executor, hostio, parallel, placement, rng
+from ..backends.lowering import for_indices
+from ..graph import Node
+from ..locking import computing
+from ..residency import Buffer, is_param
+from ..transfers import LOG
+from . import device_runner, host_runner
 
 
 def template(node):
@@ -50,7 +50,7 @@ class Step:
     """One recorded action: `kind` ("node", "device_group", "host_group", "view", "exchange"), the
     backend, what to run (a node or group template, a view's index, an Exchange), operand slots,
     result slot, slots to drop after.
-    A device kernel also keeps its launches and, for runtime/launch_plan.py, how its operands were
+    A device kernel also keeps its launches and, for runtime/replay/device_runner.py, how its operands were
     passed when captured (`params`: 0-d host values as scalars), their shapes and dtypes, and whether
     its result kept a host copy, and `follow`: the device a constant followed its consumer to and ran on
     (runtime/constants.py), which a replay places it on again."""
@@ -61,12 +61,12 @@ class Step:
     def __init__(self, kind, backend, what, ins, out, operands=()):
         self.kind, self.backend, self.what, self.ins, self.out = kind, backend, what, ins, out
         self.drop, self.stream = (), None
-        self.follow = policy.followed(what) if kind == "node" and not backend.is_host else None
+        self.follow = placement.followed(what) if kind == "node" and not backend.is_host else None
         on_device = kind in ("node", "device_group") and not backend.is_host
         self.launches = backend.last_launches() if on_device and kind == "node" else None
         self.params = tuple(is_param(b) for b in operands) if on_device else ()
         self.shapes, self.dtypes = tuple(b.shape for b in operands), tuple(b.dtype for b in operands)
-        self.host_copy = on_device and kind == "node" and scheduler.keeps_host_copy(what, operands)
+        self.host_copy = on_device and kind == "node" and placement.keeps_host_copy(what, operands)
 
     @property
     def node(self):
@@ -77,7 +77,7 @@ class Step:
 
 class Exchange:
     """What an "exchange" step runs: copies.exchange's arguments after the buffer, and the bytes of
-    its result (for runtime/launch_plan.py's memory model)."""
+    its result (for runtime/replay/device_runner.py's memory model)."""
 
     __slots__ = ("args", "nbytes")
 
@@ -98,7 +98,7 @@ class Recorder:
         self._slots, self._refs, self._dynamic, self.hooks = {}, {}, {}, []
         self.seed, self.start_stream = rng.DEFAULT.seed, rng.DEFAULT.next_stream
         # The most device memory the captured (eager) call added, less the copies it uploaded: a
-        # replay's plan may use as much (runtime/launch_plan.py).
+        # replay's plan may use as much (runtime/replay/device_runner.py).
         self._watch, self.peak_added = PeakWatch(devices.chain()[0]), None
 
     def close(self):
@@ -197,7 +197,7 @@ class Program:
 
     The outputs at positions `replaced` are new values of state the caller keeps (parameters, optimizer
     moments, .grad's): a replay may write one over the old value's device block when the caller hands
-    that Buffer over as nobody else's (`run`'s `donors`; runtime/launch_plan.py decides where it can)."""
+    that Buffer over as nobody else's (`run`'s `donors`; runtime/replay/device_runner.py decides where it can)."""
 
     def __init__(self, steps, sources, outputs, hooks, streams, chain, peak_added=None, replaced=()):
         self.steps, self.outputs, self.hooks, self.streams, self.chain = steps, outputs, hooks, streams, chain
@@ -230,24 +230,24 @@ class Program:
         for i, s in self._replaced.items():
             if s in made_by:
                 self._made_at[made_by[s]].append(i)
-        # runtime/launch_plan.LaunchPlan, built after the first replay, or runtime/host_plan.HostPlan, built
-        # at the first (False: none)
-        self._plan = None
+        # the runner (runtime/replay/runner.py): a DeviceRunner, built after the first replay, or a HostRunner,
+        # built at the first (False: none)
+        self._runner = None
         self._kernels = sum(step.kind in KERNELS for step in steps)
 
     def __len__(self):
         return self._kernels
 
-    def host_plan(self, fold=True):
-        """A runtime.host_plan.HostPlan of these steps (all on the host: host_plan.supports), running
+    def host_runner(self, fold=True):
+        """A runtime.replay.host_runner.HostRunner of these steps (all on the host: host_runner.supports), running
         through this program's executors what its prepared calls cannot (with `fold`: constants folded)."""
-        return host_plan.HostPlan(self, functools.partial(_execute, chain=self.chain), fold)
+        return host_runner.HostRunner(self, functools.partial(_execute, chain=self.chain), fold)
 
     @property
     def updates_in_place(self):
-        """Whether a replay can write replaced state over the old values (a launch plan that can): only
+        """Whether a replay can write replaced state over the old values (a device runner that can): only
         then are `run`'s donors worth finding."""
-        return bool(self._plan) and self._plan.can_update
+        return bool(self._runner) and self._runner.can_update
 
     @computing
     def run(self, bound, donors=None, made=None):
@@ -272,9 +272,9 @@ class Program:
             kernels = len(self)
             with parallel.kernels_session((), worth=self.split):
                 if self._run_planned(slots, stream0, donors):
-                    kernels -= self._plan.skipped
+                    kernels -= self._runner.skipped
                 else:
-                    watch = PeakWatch(self.chain[0]) if self._plan is None else None
+                    watch = PeakWatch(self.chain[0]) if self._runner is None else None
                     made_at = self._made_at if made is not None else {}
                     try:
                         for k, step in enumerate(self.steps):
@@ -286,7 +286,7 @@ class Program:
                     finally:
                         peak = watch.close() if watch is not None else None
                     if watch is not None:  # the plan is laid out knowing what this replay held at its peak
-                        self._plan = launch_plan.LaunchPlan(self, self.chain[0], peak)
+                        self._runner = device_runner.DeviceRunner(self, self.chain[0], peak)
         except BaseException:
             rng.DEFAULT.next_stream = stream0
             for fn in reversed(undo):
@@ -298,36 +298,22 @@ class Program:
         return [slots[s] for s in self.outputs]
 
     def _run_planned(self, slots, stream0, donors):
-        """Replay through the host plan (on the CPU) or the device's launch plan (laid out after the first
+        """Replay through the host runner (on the CPU) or the device runner (laid out after the first
         replay, which the executors run) when there is one and it fits the budget, overwriting the donors'
         blocks where it can; False if the executors must run the steps."""
-        if self._plan is None and self.chain[0].is_host and host_plan.supports(self):
-            self._plan = self.host_plan()
-        elif self._plan is None and not launch_plan.supports(self.chain[0]):
-            self._plan = False
-        plan = self._plan
-        if not plan or LOG.profiling:
+        if self._runner is None and self.chain[0].is_host and host_runner.supports(self):
+            self._runner = self.host_runner()
+        elif self._runner is None and not device_runner.supports(self.chain[0]):
+            self._runner = False
+        runner = self._runner
+        if not runner or LOG.profiling:
             return False
-        if isinstance(plan, host_plan.HostPlan):
-            if not plan.run(slots, stream0):
-                return False
-            counters.COUNTERS.prepared_kernels += plan.launched
-            return True
-        donors = plan.accepts_donors(slots, {self._replaced[i]: buf for i, buf in donors.items()
-                                             if i in self._replaced}) if donors else None
-        if donors is not None and not plan.fits(slots, donors):
-            donors = None
-        if donors is None and not plan.fits(slots):
+        donors = {self._replaced[i]: buf for i, buf in donors.items() if i in self._replaced} if donors else None
+        if not runner.replay(slots, stream0, lambda step, operands: _execute(step, operands, stream0, self.chain),
+                             donors):
             return False
-        start = list(slots)
-        try:
-            plan.run(slots, lambda step, operands: _execute(step, operands, stream0, self.chain), stream0,
-                     donors)
-        except launch_plan.NoMemory:
-            slots[:] = start  # start over through the executors: nothing the plan made is kept
-            return False
-        counters.COUNTERS.prepared_kernels += plan.launched
-        counters.COUNTERS.updated_in_place += len(donors) if donors is not None else 0
+        counters.COUNTERS.prepared_kernels += runner.launched
+        counters.COUNTERS.updated_in_place += runner.updated
         return True
 
 
@@ -363,12 +349,14 @@ def _execute_node(step, what, operands, backend, chain):
     launches = None
     if step.launches is not None and all(is_param(b) == p for b, p in zip(operands, step.params)):
         launches = for_indices(step.launches, operands[1] if len(operands) > 1 else None)
-    if launches is not None:
+    if launches is None and not backend.is_host:  # placed again from these values
+        launches = placement.choose(backend, what, operands)
+        if launches is None:
+            return executor.run_down_chain(what, operands, chain[1:])
+    if launches is not None and launches is not True:
         backend.reuse_launches(what, launches)
-    elif not backend.is_host and not backend.accepts(what, operands):  # plans from these values
-        return scheduler.run_down_chain(what, operands, chain[1:])
-    buf = scheduler.run_node(what, operands, backend)
-    return buf if buf is not None else scheduler.run_down_chain(what, operands, chain[1:])
+    buf = executor.run_node(what, operands, backend)
+    return buf if buf is not None else executor.run_down_chain(what, operands, chain[1:])
 
 
 def _execute(step, operands, stream0, chain):
@@ -383,16 +371,16 @@ def _execute(step, operands, stream0, chain):
             what = template(what)
             what.attrs = {**what.attrs, "seed": rng.DEFAULT.seed, "stream": stream0 + step.stream}
         if step.follow is not None:
-            with policy.following(what, step.follow):
+            with placement.following(what, step.follow):
                 return _execute_node(step, what, operands, backend, chain)
         return _execute_node(step, what, operands, backend, chain)
     if kind == "host_group":
-        buf = scheduler.fused_on_host(what, operands, backend)
+        buf = executor.fused_on_host(what, operands, backend)
     else:
-        buf = scheduler.group_on_device(what, operands, backend)
+        buf = executor.group_on_device(what, operands, backend)
     if buf is None:  # memory could not be had on the device, or a GPU fuser declined this time
         for fuser in devices.host_fusers(chain[0], chain):
-            buf = scheduler.fused_on_host(what, operands, fuser)
+            buf = executor.fused_on_host(what, operands, fuser)
             if buf is not None:
                 return buf
         raise ReplayError(f"a compiled step could not run {what.label} where it ran when captured, and no "

@@ -1,6 +1,0 @@
-"""`python -m lazytensor` runs the same command line as `lazytensor`."""
-import sys
-
-from .cli import main
-
-sys.exit(main())

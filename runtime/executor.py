@@ -1,0 +1,244 @@
+"""The executor: runs a Schedule (runtime/schedule.py) step by step and returns the schedule it ran.
+
+Each step runs on the backend the planner chose, with the launches placement chose there. A device
+first gets a block for the result, then uploads the operands not resident there (`copies.upload`,
+logged), launches, and keeps the result (state DEVICE, no host array); a host backend downloads
+device-only operands first (reason `host-kernel`). When the run leaves the schedule (a device could not
+get memory the budget seemed to allow, so the step moves down the chain; or the evictor moved a value),
+the remaining steps are planned again from the values as they are (`Schedule.replanned` counts it).
+Each step's node drops its inputs once it has run and the step lets go of it, so a value no tensor
+holds is freed (device block included) as soon as its last consumer ran. The per-kernel executors
+here (`run_node`, `fused_on_host`, `group_on_device`) are also what compiled replays call.
+"""
+from . import copies, devices, placement, planner
+from .replay import capturing
+from .backends.arena import OutOfDeviceMemory
+from .backends.lowering import for_indices
+from .counters import COUNTERS
+from .graph import Node, pending_order
+from .residency import Buffer, is_param
+from .schedule import Schedule
+from .transfers import LOG, now
+
+
+def run(order, roots, chain, fuser):
+    """Plan `order` (the pending nodes for `roots`, inputs first; the list is emptied) and run the
+    schedule; returns the Schedule that ran."""
+    steps = planner.schedule(order, roots, chain, fuser).steps
+    order.clear()  # the steps hold the nodes now, and let go of each once it ran
+    memories = [b.memory for b in chain if not b.is_host]
+    ran, replanned, k = [], 0, 0
+    while k < len(steps):
+        step = steps[k]
+        steps[k] = None
+        k += 1
+        evictions = sum(m.evictions for m in memories) if memories else 0
+        as_planned = _run_step(step, chain)
+        ran.append(step)
+        if not as_planned or (memories and sum(m.evictions for m in memories) != evictions):
+            steps = planner.schedule(pending_order(roots), roots, chain, fuser).steps
+            replanned, k = replanned + 1, 0
+    done = Schedule(ran, replanned)
+    COUNTERS.kernels += done.kernels
+    return done
+
+
+def _run_step(step, chain):
+    """Run one step and let go of its node; False when it did not run where it was planned."""
+    node, backend = step.node, step.runs_on
+    for position, offered in step.offers:
+        placement.remember_offer(offered, node.inputs[position].buffer)
+    for device in step.refused:
+        device.memory.memory_fallbacks += 1  # a request its budget refuses, known before it was made
+    if step.kind == "group":
+        buf, where = _run_group(step.group, backend, chain)
+    elif step.follow is not None:
+        with placement.following(node, step.follow):
+            buf, where = _run_node(node, backend, step.launches, chain)
+    else:
+        buf, where = _run_node(node, backend, step.launches, chain)
+    node.buffer = buf
+    node.inputs = ()
+    step.release()
+    if where is not backend:
+        step.runs_on = where
+        return False
+    return True
+
+
+def _run_node(node, backend, launches, chain):
+    operands = [inp.buffer for inp in node.inputs]
+    if launches is not None:
+        launches = for_indices(launches, operands[1] if len(operands) > 1 else None)
+        if launches is not None:
+            backend.reuse_launches(node, launches)
+    buf = run_node(node, operands, backend)
+    if buf is not None:
+        report("node", backend, node, operands, buf)
+        return buf, backend
+    return _down_chain(node, operands, chain[chain.index(backend) + 1:])
+
+
+def _down_chain(node, operands, chain):
+    """(`node`'s value, its backend) from the first backend of `chain` that placement gives it to and
+    that gets the memory (what a step whose device ran out of memory runs on)."""
+    for backend in chain:
+        kernel = placement.choose(backend, node, operands)
+        if kernel is None:
+            continue
+        if kernel is not True:
+            backend.reuse_launches(node, kernel)
+        buf = run_node(node, operands, backend)
+        if buf is not None:
+            report("node", backend, node, operands, buf)
+            return buf, backend
+    raise AssertionError(f"no backend accepted {node}")  # the last host backend accepts everything
+
+
+def run_down_chain(node, operands, chain):
+    """`node`'s value from the first backend of `chain` that placement gives it to and gets the memory."""
+    return _down_chain(node, operands, chain)[0]
+
+
+def _run_group(group, backend, chain):
+    """A fused group as one kernel where it was planned; if that fails (a device's memory, a fuser that
+    declines), on the next host fuser that runs it, else member by member down the chain."""
+    operands = [n.buffer for n in group.inputs] + [p.buffer for p in group.params if isinstance(p, Node)]
+    if backend.is_host:
+        buf = fused_on_host(group, operands, backend)
+        kind = "host_group"
+    else:
+        buf = group_on_device(group, operands, backend)
+        kind = "device_group"
+    if buf is not None:
+        report(kind, backend, group, operands, buf)
+        return buf, backend
+    for fuser in devices.host_fusers(chain[0], chain):
+        if fuser is not backend:
+            buf = fused_on_host(group, operands, fuser)
+            if buf is not None:
+                report("host_group", fuser, group, operands, buf)
+                return buf, fuser
+    for member in pending_order([group.root]):
+        member.buffer, where = _down_chain(member, [inp.buffer for inp in member.inputs], chain)
+        if member is not group.root:
+            member.inputs = ()
+    return group.root.buffer, where
+
+
+def report(kind, backend, what, operands, buf):
+    """Tell the capture under way (if this thread makes one) the kernel that ran."""
+    recorder = capturing.current()
+    if recorder is not None:
+        recorder.kernel(kind, backend, what, operands, buf)
+
+
+def exclusive_result(out, args):
+    """Whether a host kernel's result `out` may be written in place later: it shares memory with no
+    operand. An array owning its memory shares it only with itself and its views, whose base is that
+    array (NumPy points a view of a view at the owner), so identity says it without may_share_memory."""
+    return out.base is None and out.flags.writeable and not any(
+        a is out or getattr(a, "base", None) is out for a in args)
+
+
+def _record(node, backend, start, label=None):
+    """While profiling: the kernel's record, with device time where the backend measures it (a device
+    with events writes it after its next wait, so profiling does not serialize the device)."""
+    if LOG.profiling and not backend.defer_kernel_record(node, start, label):
+        backend.synchronize()
+        measured = backend.kernel_seconds()
+        LOG.kernel(node, backend.name, start, measured if measured is not None else now() - start, label=label)
+
+
+def group_on_device(group, operands, backend):
+    """A fused group's value computed on device `backend` (operands: the inputs' Buffers, then those of
+    its 0-d operand nodes), or None if it cannot get the memory."""
+    start = now()
+    buf = _run_on_device(group.root, operands, backend, lambda args, out: backend.launch_group(group, args, out))
+    if buf is not None:
+        _record(group.root, backend, start, group.label)
+    return buf
+
+
+def fused_on_host(group, operands, backend):
+    """A fused group's value from a host fuser (operands as for group_on_device), or None if it
+    declines the group (a GPU fuser may)."""
+    for buf in operands:
+        if not buf.on_host:
+            copies.download(buf, "host-kernel")
+    arrays = [b.host for b in operands[:len(group.inputs)]]
+    values = iter(operands[len(group.inputs):])
+    params = [next(values).host.item() if hasattr(p, "op") else p for p in group.params]
+    start = now()
+    out = backend.launch_fused(group.recipe, group.root, arrays, params)
+    if out is None:
+        return None
+    if LOG.profiling:
+        LOG.kernel(group.root, backend.name, start, now() - start, label=group.label)
+    node = group.root
+    return Buffer.host_result(node.id, node.op, out, True)
+
+
+def run_node(node, operands, backend):
+    """`node`'s value computed by `backend` from its operands' Buffers; None if a device cannot get the
+    memory for it."""
+    start = now() if LOG.profiling else None
+    buf = _run_on_host(node, operands, backend) if backend.is_host else _run_on_device(node, operands, backend)
+    if buf is not None and start is not None:
+        _record(node, backend, start)
+    return buf
+
+
+def _run_on_host(node, operands, backend):
+    for b in operands:
+        if not b.on_host:
+            copies.download(b, "host-kernel")
+    args = [b.host for b in operands]
+    out = backend.launch(node, args)
+    return Buffer.host_result(node.id, node.op, out, exclusive_result(out, args))
+
+
+def _run_on_device(node, operands, backend, launch=None):
+    """Run `node` on a device (by `launch(args, out_block)` if given, else the backend's launch); None
+    if it cannot get the memory (the caller moves on down the chain)."""
+    memory = backend.memory
+    with memory.pinning(operands):
+        # The result's block first: if even that cannot be had, nothing is uploaded in vain.
+        out = memory.allocate(node.nbytes)
+        if out is None:
+            return None
+        try:
+            args = _device_operands(operands, backend)
+            if args is None:
+                memory.give_back(out, node.nbytes)
+                return None
+            if launch is None:
+                backend.launch(node, args, out)
+            else:
+                launch(args, out)
+        except OutOfDeviceMemory:  # a launch's temporaries could not be had: run it elsewhere
+            memory.give_back(out, node.nbytes)
+            return None
+        except BaseException:
+            memory.give_back(out, node.nbytes)
+            raise
+    buf = Buffer(node.id, node.op, node.shape, node.dtype).set_device_result(out, backend)
+    memory.register(buf)
+    if placement.keeps_host_copy(node, operands):
+        buf.add_host_copy(operands[0].host.reshape(node.shape))
+        buf.share_host()
+    return buf
+
+
+def _device_operands(operands, backend):
+    """Device views of the operands, uploading those not resident here; None if memory runs out."""
+    args = []
+    for b in operands:
+        if is_param(b):
+            args.append(b.host)
+            continue
+        (LOG.hit if b.on_device and b.backend is backend else LOG.miss)(backend.name)
+        if not copies.make_resident(b, backend):
+            return None
+        args.append(backend.view(b.device, b.shape, b.dtype))
+    return args
