@@ -50,7 +50,7 @@ def _run_step(step, chain):
         placement.remember_offer(offered, node.inputs[position].buffer)
     for device in step.refused:
         device.memory.memory_fallbacks += 1  # a request its budget refuses, known before it was made
-    if step.kind == "group":
+    if step.group is not None:
         buf, where = _run_group(step.group, backend, chain)
     elif step.follow is not None:
         with placement.following(node, step.follow):

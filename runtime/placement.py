@@ -146,13 +146,15 @@ def choose(backend, node, operands, offers=None):
     or planned stand-ins; None when it should not: it has no kernel for it, the node is placed on
     another device, or the policy leaves it to the next backend (`offers`: see _gemv). A backend
     without an offload mode (NumPy, numba) runs whatever it has a kernel for."""
-    forced = explicit(node) if backend.offload is not None else None
+    if backend.offload is None:
+        return backend.kernel_for(node, operands) or None
+    forced = explicit(node)
     if forced is not None and forced != backend.name:
         return None
     kernel = backend.kernel_for(node, operands)
     if kernel is None or kernel is False:
         return None
-    if backend.offload in (None, "always") or forced == backend.name or _policy_takes(backend, node, operands, offers):
+    if backend.offload == "always" or forced == backend.name or _policy_takes(backend, node, operands, offers):
         return kernel
     return None
 

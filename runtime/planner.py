@@ -32,7 +32,7 @@ class PlannedValue:
     __slots__ = ("node_id", "shape", "dtype", "on_host", "on_device", "backend", "identity", "_host")
 
     def __init__(self, node, on_host, on_device, backend, identity, host=None):
-        self.node_id, self.shape, self.dtype = node.id, tuple(node.shape), np.dtype(node.dtype)
+        self.node_id, self.shape, self.dtype = node.id, node.shape, node.dtype  # a tuple, a NumPy dtype
         self.on_host, self.on_device, self.backend = on_host, on_device, backend
         self.identity, self._host = identity, host
 
@@ -112,20 +112,24 @@ class _Planner:
         return planned
 
     def node(self, node, follow=None, counted=True):
-        operands = [self.value(inp) for inp in node.inputs]
-        copies, offers = [], []
+        values = self.values
+        operands = [values.get(inp) or self.value(inp) for inp in node.inputs]
+        copies, offers = [], ()
         for backend in self.chain:
-            offered = self.offered.setdefault(backend, []) if backend.offload == "policy" else None
-            before = len(offered) if offered is not None else 0
-            kernel = placement.choose(backend, node, operands, offered)
-            if offered is not None and len(offered) > before:
-                offers.append((placement.gemv_matrix(operands), backend))
+            if backend.offload == "policy":
+                offered = self.offered.setdefault(backend, [])
+                before = len(offered)
+                kernel = placement.choose(backend, node, operands, offered)
+                if len(offered) > before:
+                    offers += ((placement.gemv_matrix(operands), backend),)
+            else:
+                kernel = placement.choose(backend, node, operands)
             if kernel is None:
                 continue
             if not backend.is_host and not self._fits(node.nbytes, operands, backend, copies):
                 continue
             self._place(node, node.op, operands, backend, copies, follow=follow, counted=counted,
-                        launches=kernel if kernel is not True else None, offers=tuple(offers))
+                        launches=kernel if kernel is not True else None, offers=offers)
             return
         raise AssertionError(f"no backend can run {node}")  # the last host backend runs everything
 
@@ -197,10 +201,13 @@ class _Planner:
         else:
             result = PlannedValue(node, placement.keeps_host_copy(node, operands), True, backend, node)
         self.values[node] = result
-        self.steps.append(Step("group" if group is not None else "node", label, node, backend, copies,
+        kind = "node" if group is None else "host_group" if backend.is_host else "device_group"
+        refused = ()
+        if self.refused:
+            refused, self.refused = tuple(self.refused), []
+        self.steps.append(Step(kind, label, node, backend, copies,
                                group=group, launches=launches, follow=follow, offers=offers, counted=counted,
-                               refused=tuple(self.refused)))
-        self.refused = []
+                               refused=refused))
 
     @staticmethod
     def _download(v, reason):

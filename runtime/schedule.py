@@ -6,6 +6,9 @@ runs it and hands back the schedule it ran. A pending step holds its node (or fu
 device, the launches placement chose; the executor lets go of both once the step ran, so a schedule
 keeps no value of the realization alive. What a step describes stays: label, node id, backend name,
 shape, dtype, copies.
+
+A capture (runtime/replay/capture.py) records the steps it sees run as the same `Step`, wired to slots
+instead of nodes (`Step.recorded`), and every replay reads those.
 """
 
 
@@ -31,20 +34,30 @@ class Copy:
         return f"{self.direction} node {self.node_id} {self.nbytes} B ({self.reason}, {self.device})"
 
 
-class Step:
-    """One kernel of a schedule.
+GROUPS = ("device_group", "host_group")  # the kinds of a fused group's step
+KERNELS = ("node",) + GROUPS  # the kinds of a step that runs a kernel
 
-    `kind`: "node" (one node's kernel) or "group" (a fused group's one kernel); `label`: the op, or
+
+class Step:
+    """One kernel of a schedule, or one recorded action of a capture.
+
+    `kind`: "node" (one node's kernel), "device_group" or "host_group" (a fused group's one kernel on a
+    device or a host fuser); a recorded step may also be a "view" or an "exchange". `label`: the op, or
     fused(...); `node_id`, `shape`, `dtype`: the value it makes; `runs_on`: the backend object
     (`backend`: its name); `copies`: the transfers made just before it; `follow`: the device a constant
     follows its consumer to (runtime/constants.py), else None; `offers`: (operand position, backend) of a
     matrix a policy offered for the first time (remembered when the step runs); `counted`: whether it
     counts as a kernel of the realization (a declined group's members count as the group's one);
     `refused`: the devices placement gave it to whose budget cannot hold its result and operands at once.
-    While pending: `node` (or `group`) and `launches` (a device's, as placement chose them)."""
+    While pending: `node` (or `group`) and `launches` (a device's, as placement chose them).
+    A recorded step (`recorded`) keeps a template in `node`/`group` (no inputs, no value), `what` (the
+    template, group template, view index or Exchange it runs), its operand slots `ins`, result slot
+    `out`, the slots it drops after (`drop`), a random kernel's stream offset, and how its operands were
+    passed when captured (`params`, `shapes`, `dtypes`; whether its result kept a host copy)."""
 
     __slots__ = ("kind", "label", "node_id", "shape", "dtype", "runs_on", "copies", "follow", "offers",
-                 "counted", "refused", "node", "group", "launches")
+                 "counted", "refused", "node", "group", "launches", "what", "ins", "out", "drop", "stream",
+                 "params", "shapes", "dtypes", "host_copy")
 
     def __init__(self, kind, label, node, runs_on, copies, group=None, launches=None, follow=None, offers=(),
                  counted=True, refused=()):
@@ -52,10 +65,31 @@ class Step:
         self.shape, self.dtype, self.runs_on, self.copies = node.shape, node.dtype, runs_on, copies
         self.follow, self.offers, self.counted, self.refused = follow, offers, counted, refused
         self.node, self.group, self.launches = node, group, launches
+        self.what = group if group is not None else node
+        self.ins = self.out = self.stream = None
+        self.drop = self.params = self.shapes = self.dtypes = ()
+        self.host_copy = False
+
+    @classmethod
+    def recorded(cls, kind, runs_on, what, ins, out, launches=None, follow=None, params=(), shapes=(), dtypes=(),
+                 host_copy=False):
+        """A step as a capture records it: `what` is a node template, a group template (with a `root`
+        template), a view's (index, shape) or an Exchange; `runs_on` None for views and exchanges."""
+        group = what if kind in GROUPS else None
+        node = what.root if group is not None else what
+        step = cls.__new__(cls)
+        step.kind, step.runs_on, step.what, step.ins, step.out = kind, runs_on, what, ins, out
+        step.label = group.label if group is not None else getattr(node, "op", kind)
+        step.node_id, step.shape, step.dtype = (getattr(node, a, None) for a in ("id", "shape", "dtype"))
+        step.node, step.group, step.launches, step.follow = node, group, launches, follow
+        step.copies, step.offers, step.counted, step.refused = (), (), True, ()
+        step.drop, step.stream = (), None
+        step.params, step.shapes, step.dtypes, step.host_copy = params, shapes, dtypes, host_copy
+        return step
 
     @property
     def backend(self):
-        return self.runs_on.name
+        return self.runs_on.name if self.runs_on is not None else "host"
 
     def key(self):
         """What the step is, for comparing a plan with what ran: kernel, node, backend, copies."""
@@ -63,7 +97,7 @@ class Step:
 
     def release(self):
         """Let go of the node, group and launches (the step ran, or it describes a plan)."""
-        self.node = self.group = self.launches = None
+        self.node = self.group = self.launches = self.what = None
 
     def __repr__(self):
         return f"<Step {self.label} on {self.backend} {self.shape} {self.dtype}>"

@@ -7,6 +7,7 @@ import pytest
 import lazytensor as lt
 import lazytensor.nn.functional as F
 from lazytensor import nn
+from test_random_graphs import BINARY, UNARY
 
 V, T, B, C = 17, 8, 4, 16
 
@@ -120,3 +121,20 @@ def _classifier_steps(compiled, make_opt, steps, make_sched=None):
         if sched is not None:
             sched.step()
     return out, [p.numpy() for p in model.parameters()], lt.counters()["kernels"]
+
+
+def _program_fn(steps):
+    """test_random_graphs' program as a function of its input tensors, returning every value it made
+    (views among them: `.mT` of a square operand)."""
+    def fn(*inputs):
+        pool = list(inputs)
+        for step in steps:
+            t = pool[-1]
+            if step[0] == "unary":
+                pool.append(UNARY[step[1]][0](t))
+            elif step[0] == "binary":
+                pool.append(BINARY[step[1]][0](t, pool[step[2] % len(pool)]))
+            elif t.ndim and not (step[1] == "amax" and t.shape[step[2] % t.ndim] == 0):
+                pool.append(getattr(lt, step[1])(t, dim=step[2] % t.ndim, keepdim=True))
+        return tuple(pool[len(inputs):])
+    return fn

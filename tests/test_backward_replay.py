@@ -8,10 +8,10 @@ from hypothesis import given, settings
 import lazytensor as lt
 from lazytensor import backward_replay
 from lazytensor.runtime import graph
-from lazytensor.runtime.repeats import frozen
-from test_jit import _same, _train as _jit_train
+from lazytensor.runtime.replay.signature import frozen
+from jit_steps import _same, _train as _jit_train
 from test_random_graphs import programs
-from test_jit import _program_fn
+from jit_steps import _program_fn
 
 import user_gpt
 

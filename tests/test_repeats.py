@@ -9,7 +9,7 @@ from hypothesis import given, settings
 
 import lazytensor as lt
 from lazytensor.runtime.replay import host_runner, repeats
-from test_jit import _program_fn, _same, _train as _jit_train
+from jit_steps import _program_fn, _same, _train as _jit_train
 from test_random_graphs import programs
 
 import user_gpt

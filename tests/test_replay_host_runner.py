@@ -10,9 +10,9 @@ import lazytensor as lt
 from lazytensor.kernels import ops
 from lazytensor.runtime import executor
 from lazytensor.runtime.replay import host_runner
-from test_random_graphs import UNARY, BINARY, programs
+from test_random_graphs import programs
 from jit_steps import (B, C, T, V, TinyAttention, _batches, _classification_step, _classifier_steps,  # noqa: F401
-                       _same, _setup, _train, where)
+                       _program_fn, _same, _setup, _train, where)
 
 
 def test_a_cpu_plan_generated_as_one_function_replays_steps_with_the_eager_bytes(monkeypatch):
@@ -103,23 +103,6 @@ def test_a_cpu_replay_hands_back_results_a_later_in_place_write_may_reuse_as_the
         assert fn.stats()["replayed"] == int(plan)
         results[plan] = [(t._node.buffer.host_exclusive, t.numpy().tobytes()) for t in outs]
     assert results[True] == results[False] and [e for e, _ in results[True]] == [True, False, False]
-
-
-def _program_fn(steps):
-    """test_random_graphs' program as a function of its input tensors, returning every value it made
-    (views among them: `.mT` of a square operand)."""
-    def fn(*inputs):
-        pool = list(inputs)
-        for step in steps:
-            t = pool[-1]
-            if step[0] == "unary":
-                pool.append(UNARY[step[1]][0](t))
-            elif step[0] == "binary":
-                pool.append(BINARY[step[1]][0](t, pool[step[2] % len(pool)]))
-            elif t.ndim and not (step[1] == "amax" and t.shape[step[2] % t.ndim] == 0):
-                pool.append(getattr(lt, step[1])(t, dim=step[2] % t.ndim, keepdim=True))
-        return tuple(pool[len(inputs):])
-    return fn
 
 
 @pytest.mark.parametrize("generate_after", [host_runner.GENERATE_AFTER, 0])

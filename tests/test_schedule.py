@@ -104,7 +104,7 @@ def test_a_schedule_keeps_no_value_of_its_realization_alive():
     del y
     gc.collect()
     assert probe() is None
-    assert all(step.node is None and step.group is None for step in planned.steps + ran.steps)
+    assert all(step.node is None and step.group is None and step.what is None for step in planned.steps + ran.steps)
 
 
 def test_a_replayed_realization_returns_no_schedule():

@@ -33,7 +33,7 @@ class HostBackend:
     def kernel_for(self, node, operands):
         """How this backend would compute `node` (what runtime/placement.py asks): the launches a device
         that lowers nodes would run, True, or None when it has no kernel for it. No side effects."""
-        return True if self.accepts(node, operands) else None
+        return self.accepts(node, operands) or None
 
     def can_fuse(self, recipe, root, shapes):
         """Whether `launch_fused` would run this fused group (operand `shapes`) rather than decline it."""

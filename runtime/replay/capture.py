@@ -21,6 +21,7 @@ from ..backends.lowering import for_indices
 from ..graph import Node
 from ..locking import computing
 from ..residency import Buffer, is_param
+from ..schedule import GROUPS, KERNELS, Step
 from ..transfers import LOG
 from . import device_runner, host_runner
 
@@ -46,33 +47,20 @@ class GroupTemplate:
         self.params = [template(p) if isinstance(p, Node) else p for p in group.params]
 
 
-class Step:
-    """One recorded action: `kind` ("node", "device_group", "host_group", "view", "exchange"), the
-    backend, what to run (a node or group template, a view's index, an Exchange), operand slots,
-    result slot, slots to drop after.
-    A device kernel also keeps its launches and, for runtime/replay/device_runner.py, how its operands were
-    passed when captured (`params`: 0-d host values as scalars), their shapes and dtypes, and whether
-    its result kept a host copy, and `follow`: the device a constant followed its consumer to and ran on
-    (runtime/constants.py), which a replay places it on again."""
-
-    __slots__ = ("kind", "backend", "what", "ins", "out", "drop", "stream", "launches", "params", "shapes",
-                 "dtypes", "host_copy", "follow")
-
-    def __init__(self, kind, backend, what, ins, out, operands=()):
-        self.kind, self.backend, self.what, self.ins, self.out = kind, backend, what, ins, out
-        self.drop, self.stream = (), None
-        self.follow = placement.followed(what) if kind == "node" and not backend.is_host else None
-        on_device = kind in ("node", "device_group") and not backend.is_host
-        self.launches = backend.last_launches() if on_device and kind == "node" else None
-        self.params = tuple(is_param(b) for b in operands) if on_device else ()
-        self.shapes, self.dtypes = tuple(b.shape for b in operands), tuple(b.dtype for b in operands)
-        self.host_copy = on_device and kind == "node" and placement.keeps_host_copy(what, operands)
-
-    @property
-    def node(self):
-        """What the step computes: a fused group's root template, else `what` (a node template; for an
-        exchange its Exchange, which has the result's nbytes)."""
-        return self.what.root if self.kind in ("device_group", "host_group") else self.what
+def recorded_step(kind, backend, what, ins, out, operands=()):
+    """The Step (runtime/schedule.py) a capture records for a kernel that ran: `what` a node or group
+    template; a device kernel also keeps its launches, how its operands were passed (`params`: 0-d host
+    values as scalars), their shapes and dtypes, whether its result kept a host copy, and the device a
+    constant followed its consumer to and ran on (runtime/constants.py), which a replay places it on
+    again."""
+    on_device = kind in ("node", "device_group") and not backend.is_host
+    return Step.recorded(
+        kind, backend, what, ins, out,
+        launches=backend.last_launches() if on_device and kind == "node" else None,
+        follow=placement.followed(what) if kind == "node" and not backend.is_host else None,
+        params=tuple(is_param(b) for b in operands) if on_device else (),
+        shapes=tuple(b.shape for b in operands), dtypes=tuple(b.dtype for b in operands),
+        host_copy=on_device and kind == "node" and placement.keeps_host_copy(what, operands))
 
 
 class Exchange:
@@ -85,7 +73,6 @@ class Exchange:
         self.args, self.nbytes = args, nbytes
 
 
-KERNELS = ("node", "device_group", "host_group")  # the step kinds that run a kernel
 
 
 class Recorder:
@@ -129,8 +116,8 @@ class Recorder:
         self.hooks.append(hook)
 
     def kernel(self, kind, backend, what, operands, result):
-        what = GroupTemplate(what) if kind in ("device_group", "host_group") else template(what)
-        step = Step(kind, backend, what, [self.slot(b) for b in operands], self._result_slot(result), operands)
+        what = GroupTemplate(what) if kind in GROUPS else template(what)
+        step = recorded_step(kind, backend, what, [self.slot(b) for b in operands], self._result_slot(result), operands)
         if kind == "node" and "stream" in what.attrs and "seed" in what.attrs:
             if what.attrs["seed"] != self.seed:
                 self.refuse("the random generator was reseeded inside the compiled function")
@@ -140,12 +127,12 @@ class Recorder:
     def view(self, source, what, result):
         """`result` is a host view of `source.host` made without a kernel (optimizers' (p, m, v)):
         `what` = (index, shape), as hostio.host_view takes it."""
-        self.steps.append(Step("view", None, what, [self.slot(source)], self._result_slot(result)))
+        self.steps.append(Step.recorded("view", None, what, [self.slot(source)], self._result_slot(result)))
 
     def exchange(self, what, source, result):
         """`result` is copies.exchange(source, *what): a collective, repeated at each replay."""
-        self.steps.append(Step("exchange", None, Exchange(what, result.nbytes), [self.slot(source)],
-                               self._result_slot(result)))
+        self.steps.append(Step.recorded("exchange", None, Exchange(what, result.nbytes), [self.slot(source)],
+                                        self._result_slot(result)))
 
     # ---- slots -------------------------------------------------------------------------------------
     def slot(self, buf):
@@ -360,7 +347,7 @@ def _execute_node(step, what, operands, backend, chain):
 
 
 def _execute(step, operands, stream0, chain):
-    kind, backend, what = step.kind, step.backend, step.what
+    kind, backend, what = step.kind, step.runs_on, step.what
     if kind == "view":
         src = operands[0]
         return Buffer.host_result(src.node_id, "data", hostio.host_view(src.host, what), False)

@@ -81,7 +81,7 @@ class DeviceRunner(Runner):
         # scalar is a constant of the plan: its launches get the value once, and it never runs.
         folded = {step.out: k for k, step in enumerate(steps)
                   if step.kind == "node" and step.what.op == "full" and step.what.shape == () and not step.ins
-                  and step.backend.is_host and step.out not in keep and step.out not in by_pointer}
+                  and step.runs_on.is_host and step.out not in keep and step.out not in by_pointer}
         while True:
             prepared_calls = {k: c for k, c in calls.items() if not any(
                 param and s in produced and s not in folded for s, param in zip(steps[k].ins, steps[k].params))}

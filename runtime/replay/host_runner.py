@@ -33,7 +33,7 @@ GENERATE_AFTER = 64
 
 def supports(program):
     """Whether every step of `program` is a host kernel or a view of a host value."""
-    return all(step.kind == "view" or (step.kind in ("node", "host_group") and step.backend.is_host
+    return all(step.kind == "view" or (step.kind in ("node", "host_group") and step.runs_on.is_host
                                       and step.follow is None and step.launches is None)
                for step in program.steps)
 
@@ -90,7 +90,7 @@ class HostRunner(Runner):
                                            and any(hasattr(p, "op") for p in step.what.params))
 
     def _prepare(self, step):
-        what, backend = step.what, step.backend
+        what, backend = step.what, step.runs_on
         if step.kind == "view":
             return (lambda src: host_view(src, what)), None
         if step.kind == "node" and step.stream is None:

@@ -32,7 +32,7 @@ def step_calls(k, step, device, scratch, groups, tags):
     its own, living for that step: scratch[("scratch", k, n)] = its bytes; for a scatter's grouping,
     groups[k] = (the indices' slot, destinations, the keys of `order` and `starts`); for a launch that
     checks indices on the device, tags[("tag", k, n)] = its check (a tag registered at each replay)."""
-    if step.backend is not device or step.kind not in ("node", "device_group"):
+    if step.runs_on is not device or step.kind not in ("node", "device_group"):
         return None
     if step.kind == "node" and step.launches is None:
         return None
