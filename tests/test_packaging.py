@@ -1,4 +1,5 @@
-"""`pip install .` and `pip install -e .` into fresh virtual environments both import all three packages."""
+"""`pip install .` and `pip install -e .` into fresh virtual environments both import all three packages,
+and the training application beside them with its `lazytensor` command."""
 import os
 import shutil
 import subprocess
@@ -16,7 +17,7 @@ def _source_packages():
     """Every package in the source tree, by the name it installs under."""
     names = []
     for top, prefix in (("lazytensor", "lazytensor"), ("runtime", "lazytensor.runtime"),
-                        ("kernels", "lazytensor.kernels")):
+                        ("kernels", "lazytensor.kernels"), ("lazytensor_train", "lazytensor_train")):
         for init in sorted((REPO / top).rglob("__init__.py")):
             rel = init.parent.relative_to(REPO / top).parts
             names.append(".".join((prefix,) + rel))
@@ -86,6 +87,15 @@ def test_pip_install_into_a_fresh_venv_imports_all_three_packages(tmp_path):
     assert info["top_level"] == {"runtime": False, "kernels": False}
     assert info["value"] == 3.0
     assert info["device_text"] > 100_000
+
+
+@pytest.mark.slow
+def test_pip_install_provides_the_lazytensor_command_from_the_training_app(tmp_path):
+    _install_and_check(tmp_path, editable=False)
+    command = tmp_path / "venv" / ("Scripts/lazytensor.exe" if os.name == "nt" else "bin/lazytensor")
+    out = subprocess.run([str(command), "train", "--help"], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "usage: lazytensor train" in out.stdout
 
 
 @pytest.mark.slow

@@ -23,6 +23,9 @@ class HostBackend:
     # None: it computes whatever it has a kernel for; "policy" or "always": runtime/placement.py's offload
     # rules apply to it (devices, Metal), with its `thresholds` table and `gemv_offers`
     offload = None
+    # Whether a compiled step's launches can be prepared once and replayed (`launch_calls`, `group_call`,
+    # `prepare`: runtime/replay/device_runner.py); else a replay runs through the executors.
+    prepares_launches = False
 
     def accepts(self, node, operands):
         """Whether this backend has a kernel computing `node` from operands like these (Buffers, or the
@@ -93,9 +96,6 @@ class DeviceBackend(HostBackend):
     """
 
     is_host = False
-    # Whether a compiled step's launches can be prepared once and replayed (`launch_calls`, `group_call`,
-    # `prepare`: runtime/replay/device_runner.py); else a replay runs through the executors.
-    prepares_launches = False
     status_reads = 0  # reads of a device status word (each is also a "status-read" record in the log)
 
     def raw_alloc(self, size):
