@@ -8,7 +8,7 @@ and later calls replay the record: no graph, no autograd, no planning, only the 
 new values. Tensors that were alive before the call and that the call replaced (parameters, optimizer
 state, `.grad`) get the replay's values, in their own tensor objects (on a device whose replays run
 from a device runner, written over the old values' device blocks when no one else holds an old value:
-a tensor sharing its node, a kept `.grad`, another reference to its Buffer; `_donors`); a `.grad` the
+a tensor sharing its node, a kept `.grad`, another node on its Buffer; weak references tell, `_donors`); a `.grad` the
 call replaced without reading it (`zero_grad` dropped it) is dropped when the replay starts, as the eager
 call drops it (so a replay that fails leaves it dropped, as a failing eager call would), and is never
 a donor; where the executors run the replay, each tensor takes its new value as soon as it is made,
@@ -27,7 +27,6 @@ capture: pass values that change (a learning rate of your own, a step count) as 
 import collections
 import functools
 import gc
-import sys
 import warnings
 import weakref
 
@@ -367,7 +366,7 @@ def _bind(variant, arg_tensors):
 
 def _replay(variant, bound):
     program = variant.program
-    # The donors first: gathering the bound Buffers adds references that would make them look shared.
+    # The donors first: gathering the bound tensors' nodes would hold them, and they would look shared.
     donors = _donors(variant) if program.updates_in_place else None
     # The .grad's the call replaced without reading them (zero_grad dropped them) go now, as the eager
     # call drops them before its kernels (they are no donors: the new ones get blocks of their own).
@@ -379,8 +378,9 @@ def _replay(variant, bound):
         ref, as_grad = variant.made[k]
         t = ref()
         if t is not None and as_grad:
-            t.grad = Tensor(hostio.value_node(buf))
-        elif t is not None:
+            if t.grad is None or t.grad._node.buffer is not buf:  # the same Buffer: a donor written over
+                t.grad = Tensor(hostio.value_node(buf))
+        elif t is not None and t._node.buffer is not buf:
             t._node = hostio.value_node(buf)
     buffers = program.run({key: t._node.buffer for key, t in bound.items()}, donors, made)
     outs = [Tensor(hostio.value_node(b)) for b in buffers[:variant.n_outs]]
@@ -396,36 +396,37 @@ def _replay(variant, bound):
 
 
 def _donors(variant):
-    """{output position: Buffer} of the state a replay may overwrite: each value the call replaces
-    (a parameter's or moment's, a .grad) that no one else can see: its tensor alone holds its node
-    (for a .grad, the owner alone holds the grad tensor too) and its node alone holds the Buffer."""
+    """{output position: Buffer} of the state a replay may overwrite: each value the call replaces (a
+    parameter's or moment's, a .grad) that no one else can see, found by letting go. The tensor lets go
+    of its node (for a .grad, the owner lets go of the grad tensor too): where a weak reference then says
+    nothing else held it, and its Buffer was bound to no other node, the value is a donor, handed back
+    at once on a new node (a new grad tensor) of the same Buffer; else it is handed back as it was."""
     donors = {}
     for ref, k in variant.rebinds:
         t = ref()
-        if t is not None and _refs(t._node) == _SOLE and _refs(t._node.buffer) == _SOLE:
-            donors[k] = t._node.buffer
+        if t is None or t._node.buffer.nodes != 1:
+            continue
+        buf, node = t._node.buffer, weakref.ref(t._node)
+        t._node = None  # the tensor's own reference let go: the weak one now says whether any other is left
+        if node() is not None:
+            t._node = node()
+            continue
+        buf.nodes -= 1  # that node is gone
+        t._node = hostio.value_node(buf)
+        donors[k] = buf
     for ref, k, _ in variant.regrads:
         t = ref()
-        if (k is not None and k not in variant.unread_at and t is not None and t.grad is not None
-                and _refs(t.grad) == _SOLE and _refs(t.grad._node) == _SOLE
-                and _refs(t.grad._node.buffer) == _SOLE):
-            donors[k] = t.grad._node.buffer
+        if (k is None or k in variant.unread_at or t is None or t.grad is None
+                or t.grad._node.buffer.nodes != 1):
+            continue
+        buf, grad, node = t.grad._node.buffer, weakref.ref(t.grad), weakref.ref(t.grad._node)
+        t.grad = None
+        if grad() is not None:
+            t.grad = grad()
+        elif node() is not None:  # another tensor shares the node; no one saw the grad tensor itself go
+            t.grad = Tensor(node())
+        else:
+            buf.nodes -= 1
+            t.grad = Tensor(hostio.value_node(buf))
+            donors[k] = buf
     return donors
-
-
-def _refs(obj):
-    return sys.getrefcount(obj)
-
-
-class _Holder:
-    __slots__ = ("value",)
-
-
-def _sole_count():
-    """What `_refs(holder.value)` returns when `holder` alone holds the value (interpreters differ)."""
-    holder = _Holder()
-    holder.value = object()
-    return _refs(holder.value)
-
-
-_SOLE = _sole_count()

@@ -277,7 +277,10 @@ class Tensor:
         (`non_blocking` is accepted: copies never block the program; reads wait for what they need)."""
         self._check_writable("copy_")
         if isinstance(src, Tensor):
-            self._node = src.astype(self.dtype).broadcast_to(self.shape).contiguous()._node
+            node = src.astype(self.dtype).broadcast_to(self.shape).contiguous()._node
+            if node is src._node:
+                node.used = True  # the two tensors share a value now: a host write to either must copy
+            self._node = node
             return self
         arr = np.asarray(src)
         try:

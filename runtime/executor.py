@@ -57,7 +57,7 @@ def _run_step(step, chain):
             buf, where = _run_node(node, backend, step.launches, chain)
     else:
         buf, where = _run_node(node, backend, step.launches, chain)
-    node.buffer = buf
+    node.bind(buf)
     node.inputs = ()
     step.release()
     if where is not backend:

@@ -34,7 +34,9 @@ class Node:
         self.attrs = attrs
         self.shape = tuple(shape)
         self.dtype = dtype
-        self.buffer = buffer
+        self.buffer = None
+        if buffer is not None:
+            self.bind(buffer)
         # True once another node (or a second tensor handle) reads this node's value: a host write
         # must then copy instead of writing in place, so earlier derived values stay as they were.
         self.used = False
@@ -42,6 +44,11 @@ class Node:
             inp.used = True
         if _made is not None:
             _made.append(self)
+
+    def bind(self, buffer):
+        """Give this node its value, `buffer` (which counts the nodes bound to it)."""
+        self.buffer = buffer
+        buffer.nodes += 1
 
     @property
     def realized(self):

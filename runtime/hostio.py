@@ -76,7 +76,7 @@ def exchange(node, fn, label, transport):
 def data_node(array, exclusive):
     """A realized leaf holding `array` on the host."""
     node = Node("data", (), {}, array.shape, array.dtype)
-    node.buffer = Buffer.host_result(node.id, "data", array, exclusive)
+    node.bind(Buffer.host_result(node.id, "data", array, exclusive))
     return node
 
 
@@ -100,7 +100,7 @@ def host_view(array, what):
 def value_node(buffer):
     """A realized leaf holding `buffer` (a value a compiled step computed)."""
     node = Node("data", (), {}, buffer.shape, buffer.dtype)
-    node.buffer = buffer
+    node.bind(buffer)
     return node
 
 

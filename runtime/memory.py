@@ -4,7 +4,6 @@ import collections
 import contextlib
 import gc
 import math
-import sys
 import time
 import warnings
 import weakref
@@ -323,18 +322,17 @@ class PinnedPool:
     """Reusable host blocks for downloads (page-locked where the backend can allocate such memory).
 
     A download's host array is a view of a pooled block, so a value read on the host needs no fresh
-    allocation. A block is free again once no array views it (CPython reference counts tell).
+    allocation. A block is free again once no array views it: every array made from it, and every view
+    of those, holds the block's lease (numpy keeps the lease as their base), and the pool watches the
+    lease by a weak reference.
     """
 
     def __init__(self, alloc, cap_bytes=256 * 2 ** 20):
         self._alloc = alloc
-        self._blocks = collections.defaultdict(list)
+        self._blocks = collections.defaultdict(list)  # size -> [[raw block, weak reference to its lease]]
         self.cap_bytes = cap_bytes
         self.pooled_bytes = 0
         self.reuses = 0
-        probe = [np.empty(1, np.uint8)]
-        for raw in probe:
-            self._free_refs = sys.getrefcount(raw)  # the list's reference, the loop's and the call's
 
     def take(self, shape, dtype):
         """A host array of `shape`/`dtype` backed by a pooled block (a fresh array past the cap)."""
@@ -343,13 +341,32 @@ class PinnedPool:
         if nbytes == 0:
             return np.empty(shape, dtype)
         size = max(4096, 1 << (nbytes - 1).bit_length())
-        for raw in self._blocks[size]:
-            if sys.getrefcount(raw) == self._free_refs:
+        for block in self._blocks[size]:
+            if block[1]() is None:
                 self.reuses += 1
-                return raw[:nbytes].view(dtype).reshape(shape)
+                return _leased(block, shape, dtype)
         if self.pooled_bytes + size > self.cap_bytes:
             return np.empty(shape, dtype)
-        raw = self._alloc(size)
-        self._blocks[size].append(raw)
+        block = [self._alloc(size), None]
+        self._blocks[size].append(block)
         self.pooled_bytes += size
-        return raw[:nbytes].view(dtype).reshape(shape)
+        return _leased(block, shape, dtype)
+
+
+class _Lease:
+    """What the arrays viewing a pooled block hold (their numpy base): the block, and how to read it."""
+
+    __slots__ = ("block", "__array_interface__", "__weakref__")
+
+    def __init__(self, raw, nbytes):
+        self.block = raw
+        self.__array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (raw.ctypes.data, False),
+                                    "version": 3}
+
+
+def _leased(block, shape, dtype):
+    """A `shape`/`dtype` array over pooled `block` ([raw, lease ref]), the block's new lease recorded
+    (bytes viewed as `dtype`: a typestr cannot name extension dtypes such as bfloat16)."""
+    lease = _Lease(block[0], math.prod(shape) * dtype.itemsize)
+    block[1] = weakref.ref(lease)
+    return np.asarray(lease).view(dtype).reshape(shape)

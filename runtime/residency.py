@@ -22,11 +22,12 @@ class Buffer:
     """A realized value: a host array and/or a device block, with the residency state they imply.
 
     `host_exclusive` is True when nothing else can see the host array's memory, so a host write may
-    modify it in place. `node_id`/`op` name the value in transfer records.
+    modify it in place. `node_id`/`op` name the value in transfer records. `nodes` counts the nodes it
+    was bound to (Node.bind; not lowered when one dies): where it is 1, the Buffer is no other node's.
     """
 
     __slots__ = ("host", "device", "backend", "state", "host_exclusive", "node_id", "op", "shape", "dtype",
-                 "__weakref__")
+                 "nodes", "__weakref__")
 
     def __init__(self, node_id, op, shape, dtype):
         self.host = None
@@ -34,6 +35,7 @@ class Buffer:
         self.backend = None
         self.state = Residency.PENDING
         self.host_exclusive = False
+        self.nodes = 0
         self.node_id, self.op, self.shape, self.dtype = node_id, op, tuple(shape), np.dtype(dtype)
 
     @classmethod
@@ -45,6 +47,7 @@ class Buffer:
         buf.device = buf.backend = None
         buf.node_id, buf.op, buf.shape, buf.dtype = node_id, op, array.shape, array.dtype
         buf.host, buf.host_exclusive, buf.state = array, bool(exclusive), HOST
+        buf.nodes = 0
         return buf
 
     @property

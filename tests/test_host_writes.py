@@ -75,6 +75,16 @@ def test_copy_from_numpy_and_from_tensor():
     assert t.tolist() == [[5, 5, 5], [6, 6, 6]] and t.dtype == lt.float32
 
 
+def test_a_write_after_copying_from_a_tensor_leaves_the_source_tensor_as_it_was():
+    src = lt.tensor([1.0, 2.0]) + 1
+    t = lt.zeros(2)
+    t.copy_(src)
+    t[0] = 50
+    assert t.tolist() == [50, 3] and src.tolist() == [2, 3]
+    src[1] = 7
+    assert t.tolist() == [50, 3] and src.tolist() == [2, 7]
+
+
 def test_copy_from_a_shape_that_does_not_broadcast_names_both_shapes():
     with pytest.raises(ValueError, match=r"\(4,\).*\(2, 3\)"):
         lt.zeros(2, 3).copy_(np.zeros(4))

@@ -228,6 +228,20 @@ def test_a_planned_replay_never_overwrites_a_value_someone_else_holds(cuda_devic
     assert results[True][1] == 3 * len(results[True][0]) - 1
 
 
+def test_a_replay_never_overwrites_a_value_another_tensor_took_by_copy(cuda_device):
+    """`other.copy_(p)` makes `other` share p's value (no kernel runs): the replay must give p a new
+    block, as it does for a detached handle, and `other` keeps the old value."""
+    cuda_device(offload="always")
+    model, opt, fn, batch = _four_steps(True)
+    p = list(model.parameters())[0]
+    other = lt.zeros(*p.shape).to("cuda")
+    with lt.no_grad():
+        other.copy_(p)
+    old = other.numpy().copy()
+    fn(*batch).item()
+    assert np.array_equal(other.numpy(), old) and not np.array_equal(p.numpy(), old)
+
+
 @settings(max_examples=5, deadline=None)
 @given(held=st.sets(st.integers(min_value=0, max_value=4 * 6 - 1), max_size=8))  # 6 parameters
 def test_replays_compute_what_eager_steps_compute_whichever_state_values_someone_holds(held):

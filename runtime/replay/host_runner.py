@@ -125,16 +125,24 @@ class HostRunner(Runner):
             slots[s] = Buffer.host_result(node_id, op, value, exclusive)
         return True
 
+    def ready(self, slots):
+        """Whether `values` can run on `slots`: every bound or constant value they hold is on the host."""
+        for s in self._inputs:
+            buf = slots[s]
+            if buf is not None and not buf.on_host:
+                return False
+        return True
+
     def values(self, slots, stream0, keep):
         """Run the calls on the host arrays of `slots`' Buffers: {slot in `keep`: (array, whether it shares
         memory with no operand)}, every other value dropped after its last reader; None (nothing run)
-        where a bound or constant value is not on the host."""
+        where a bound or constant value is not on the host (`ready` says so beforehand)."""
+        if not self.ready(slots):
+            return None
         arrays = [None] * len(slots)
         for s in self._inputs:
             buf = slots[s]
             if buf is not None:
-                if not buf.on_host:
-                    return None
                 arrays[s] = buf.host
         if self._kept_all and self._folded:
             self._fold()

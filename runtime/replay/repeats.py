@@ -16,13 +16,13 @@ replay.
 
 A replay hands a value to each node the eager run would have computed (not absorbed into a fused kernel)
 that something outside the realization still holds (a tensor, a gradient record, a pending consumer
-outside it): the nodes' reference counts say which. Those nodes get their Buffers and lose their inputs
-as in the eager run; every other intermediate is dropped after its last reader, as the eager run drops
-it. Not replayed: realizations on a device (their placement depends on residency and memory), while a
-`lt.jit` capture or a profile is active, ones smaller than MIN_NODES, and any whose attributes cannot
-be compared (LAZYTENSOR_REPLAY=0 turns it off).
+outside it): weak references say which, once the realization's own references are let go (`_held`).
+Those nodes get their Buffers and lose their inputs as in the eager run; every other intermediate is
+dropped after its last reader, as the eager run drops it. Not replayed: realizations on a device (their
+placement depends on residency and memory), while a `lt.jit` capture or a profile is active, ones
+smaller than MIN_NODES, and any whose attributes cannot be compared (LAZYTENSOR_REPLAY=0 turns it off).
 """
-import sys
+import weakref
 
 from ...kernels.cpu import gemm
 from .. import config, executor, parallel, rng
@@ -66,13 +66,13 @@ def realize(order, roots, chain, fuser):
     if len(order) < MIN_NODES or not config.get("LAZYTENSOR_REPLAY"):
         return eager(order, roots, chain, fuser)
     try:
-        key, leaves, reads, first_stream = signature(order, roots, chain, fuser)
+        key, leaves, first_stream = signature(order, roots, chain, fuser)
         replay = _replays.get(key)
         seen = 0 if replay is not None else _seen.pop(key, 0)
     except (TypeError, ValueError):  # an attribute value that cannot be compared (an array)
         return eager(order, roots, chain, fuser)
     if replay is not None:
-        if _replay(replay, order, key.items, leaves, reads, first_stream):
+        if _replay(replay, order, key.items, leaves, first_stream):
             return None
         return eager(order, roots, chain, fuser)
     seen += 1
@@ -85,11 +85,10 @@ def realize(order, roots, chain, fuser):
 
 
 def signature(order, roots, chain, fuser):
-    """(its Key, the distinct realized Buffers read in order of first read, for each position how many
-    times nodes of `order` read it, the stream of its first random op or None)."""
+    """(its Key, the distinct realized Buffers read in order of first read, the stream of its first random
+    op or None)."""
     pos = {}
     leaves, leaf_at = [], {}
-    reads = [0] * len(order)
     items = []
     first_stream = None
     for i, node in enumerate(order):
@@ -104,7 +103,6 @@ def signature(order, roots, chain, fuser):
         for inp in node.inputs:
             j = pos.get(inp)
             if j is not None:
-                reads[j] += 1
                 ins.append(j)
                 continue
             buf = inp.buffer
@@ -117,7 +115,7 @@ def signature(order, roots, chain, fuser):
         items.append((node.op, frozen(attrs) if attrs else (), node.shape, node.dtype, tuple(ins)))
     items.append(tuple(pos[r] for r in roots if r in pos))
     items.append((tuple(chain), fuser, parallel.num_threads(), parallel.MIN_PIECE, gemm.host_blas()))
-    return Key(tuple(items), tuple([node.op for node in order])), leaves, reads, first_stream
+    return Key(tuple(items), tuple([node.op for node in order])), leaves, first_stream
 
 
 def _capture(key, order, roots, leaves, chain, fuser, first_stream):
@@ -149,42 +147,48 @@ def _capture(key, order, roots, leaves, chain, fuser, first_stream):
     return ran
 
 
-# References to an order's node that the replay itself holds while it looks: the order's list and
-# sys.getrefcount's argument (reads by other nodes of the order are counted apart).
-_HELD = 2
-
-
-def _replay(replay, order, key, leaves, reads, first_stream):
-    """Replay `replay` for `order`; True, or False (nothing run) when a value read is not on the host."""
-    n = len(order)
-    results = replay.results
-    alive = [False] * n
-    for j in key[n]:  # the values asked for
-        alive[j] = True
-    for i in range(n - 1, -1, -1):
-        if not alive[i]:
-            alive[i] = sys.getrefcount(order[i]) > _HELD + reads[i]
-        if alive[i] and i not in results:
-            # a fused member something still holds keeps its inputs, as in the eager run, and those
-            # get their values there: so here
-            for j in key[i][4]:
-                if type(j) is int:
-                    alive[j] = True
-    keep = {s for i, s in results.items() if alive[i]}
+def _replay(replay, order, key, leaves, first_stream):
+    """Replay `replay` for `order`; True, or False (nothing run) when a value read is not on the host.
+    A replay that runs takes the order's nodes from the list (see `_held`)."""
     slots = [None] * replay.n_slots
     for s, k in replay.bound:
         slots[s] = leaves[k]
+    if not replay.runner.ready(slots):
+        return False
+    held = _held(order, key, replay.results)
+    keep = {s for i, s in replay.results.items() if held[i] is not None}
     stream0 = 0 if first_stream is None else first_stream + replay.stream_shift
     values = replay.runner.values(slots, stream0, keep)
-    if values is None:
-        return False
-    for i, s in results.items():
-        if alive[i]:
-            node = order[i]
+    for i, s in replay.results.items():
+        node = held[i]
+        if node is not None:
             value, exclusive = values[s]
-            node.buffer = Buffer.host_result(node.id, node.op, value, exclusive)
-            node.inputs = ()
+            node.bind(Buffer.host_result(node.id, node.op, value, exclusive))
     COUNTERS.kernels += replay.kernels
     COUNTERS.replayed_realizations += 1
     return True
+
+
+def _held(order, key, results):
+    """For each position of `order`, its node where something outside the realization still holds it (a
+    tensor, a gradient record, a consumer outside the order), else None; found from weak references.
+
+    Consumers are visited before their inputs: the order's list lets go of each node, a node nothing else
+    holds goes at once (and with it its hold on its inputs), a held one the eager run computes (in
+    `results`) lets go of its inputs as the eager run's result does, and a held fused member keeps its
+    inputs, which are then held too, as in the eager run. The list ends empty of nodes.
+    """
+    n = len(order)
+    held = [None] * n
+    for j in key[n]:  # the values asked for
+        held[j] = order[j]
+    for i in range(n - 1, -1, -1):
+        ref = weakref.ref(order[i])
+        order[i] = None
+        node = held[i] if held[i] is not None else ref()
+        if node is not None:
+            held[i] = node
+            if i in results:
+                node.inputs = ()
+    return held
 
