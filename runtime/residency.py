@@ -23,7 +23,8 @@ class Buffer:
 
     `host_exclusive` is True when nothing else can see the host array's memory, so a host write may
     modify it in place. `node_id`/`op` name the value in transfer records. `nodes` counts the nodes it
-    was bound to (Node.bind; not lowered when one dies): where it is 1, the Buffer is no other node's.
+    was bound to (Node.bind; lowered only where the engine saw one go: lt.jit's donor search): where
+    it is 1, the Buffer is no other node's.
     """
 
     __slots__ = ("host", "device", "backend", "state", "host_exclusive", "node_id", "op", "shape", "dtype",
