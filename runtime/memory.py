@@ -344,13 +344,13 @@ class PinnedPool:
         for block in self._blocks[size]:
             if block[1]() is None:
                 self.reuses += 1
-                return _leased(block, shape, dtype)
+                return _leased(block, nbytes, shape, dtype)
         if self.pooled_bytes + size > self.cap_bytes:
             return np.empty(shape, dtype)
         block = [self._alloc(size), None]
         self._blocks[size].append(block)
         self.pooled_bytes += size
-        return _leased(block, shape, dtype)
+        return _leased(block, nbytes, shape, dtype)
 
 
 class _Lease:
@@ -364,9 +364,9 @@ class _Lease:
                                     "version": 3}
 
 
-def _leased(block, shape, dtype):
-    """A `shape`/`dtype` array over pooled `block` ([raw, lease ref]), the block's new lease recorded
-    (bytes viewed as `dtype`: a typestr cannot name extension dtypes such as bfloat16)."""
-    lease = _Lease(block[0], math.prod(shape) * dtype.itemsize)
+def _leased(block, nbytes, shape, dtype):
+    """A `shape`/`dtype` array (`nbytes` long) over pooled `block` ([raw, lease ref]), the block's new
+    lease recorded (bytes viewed as `dtype`: a typestr cannot name extension dtypes such as bfloat16)."""
+    lease = _Lease(block[0], nbytes)
     block[1] = weakref.ref(lease)
     return np.asarray(lease).view(dtype).reshape(shape)

@@ -117,9 +117,9 @@ class HostRunner(Runner):
     def run(self, slots, stream0):
         """Replay the calls into `slots`; False (slots untouched) where the executors must run instead:
         a bound or constant value not on the host."""
-        values = self.values(slots, stream0, self._keep)
-        if values is None:
+        if not self.ready(slots):
             return False
+        values = self.values(slots, stream0, self._keep)
         for s, (value, exclusive) in values.items():
             node_id, op = self._ids[s] or (self._source_id(s, slots), "data")
             slots[s] = Buffer.host_result(node_id, op, value, exclusive)
@@ -135,10 +135,8 @@ class HostRunner(Runner):
 
     def values(self, slots, stream0, keep):
         """Run the calls on the host arrays of `slots`' Buffers: {slot in `keep`: (array, whether it shares
-        memory with no operand)}, every other value dropped after its last reader; None (nothing run)
-        where a bound or constant value is not on the host (`ready` says so beforehand)."""
-        if not self.ready(slots):
-            return None
+        memory with no operand)}, every other value dropped after its last reader. Only where `ready`
+        said yes for these slots."""
         arrays = [None] * len(slots)
         for s in self._inputs:
             buf = slots[s]
