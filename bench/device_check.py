@@ -5,10 +5,10 @@
 
 1. Setup: imports lazytensor from this checkout (installing it editable, without network, if needed);
    reports the GPU, driver, NVRTC, and which driver binding lazytensor uses (cuda-bindings or pycuda).
-2. The CUDA test suite on the GPU: tests/test_cuda_backend.py (bit-identity vs NumPy for the contract's op
+2. Every test that starts the CUDA backend (`pytest -m cuda`: bit-identity vs NumPy for the contract's op
    classes, tolerances for matmul and transcendentals, byte-identical RNG, deterministic scatter-add run
-   twice, a training step's transfers), tests/test_kernel_sources.py and test_jit.py's CUDA tests
-   (compiled replays vs eager steps), with LAZYTENSOR_TEST_CUDA_DRIVER set to the binding found.
+   twice, a training step's transfers, compiled replays vs eager steps, schedules), on the GPU, with
+   LAZYTENSOR_TEST_CUDA_DRIVER set to the binding found.
 3. Op micro-benchmarks (bench/ops.py's cases): lazytensor on the GPU vs NumPy vs PyTorch CUDA if
    installed; GPU timings after a synchronize, medians of several rounds after warm-up.
 4. The GPT training step (tiny and small): lazytensor CUDA vs PyTorch CUDA (same weights, same batches)
@@ -105,16 +105,34 @@ def _tests(lines, driver):
         return
     env = dict(os.environ, LAZYTENSOR_TEST_CUDA_DRIVER=driver)
     t0 = time.perf_counter()
-    # test_jit's CUDA tests: compiled replays on the driver (prepared launches, index kernels' checks
-    # and groupings, state written over its old blocks, AdamW updates in place) against eager steps,
-    # byte for byte.
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
-                           "tests/test_cuda_backend.py", "tests/test_kernel_sources.py", "tests/test_jit.py",
-                           "-k", "not test_jit or cuda or CUDA or planned or bad_target or in_place or adamw"],
-                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
-    tail = done.stdout.strip().splitlines()[-25:] if done.returncode else done.stdout.strip().splitlines()[-1:]
-    lines.append(f"- pytest (driver {driver}) rc {done.returncode} in {time.perf_counter() - t0:.0f} s:")
-    lines += ["      " + line for line in tail + done.stderr.strip().splitlines()[-5:]]
+    # Every test that starts the CUDA backend (the `cuda` mark, tests/conftest.py): bit-identity against
+    # NumPy, compiled replays against eager steps byte for byte, schedules, planned placement, in-place AdamW.
+    workers = ["-n", str(min(8, os.cpu_count() or 1))] if _has("xdist") else []
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark", "-m", "cuda",
+               "-rfs", *workers, "tests"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+        rc, stdout, stderr = done.returncode, done.stdout, done.stderr
+    except subprocess.TimeoutExpired as late:  # report what ran: a hung test must not hide the rest
+        rc, stdout, stderr = "timeout", _text(late.stdout), _text(late.stderr)
+    with open(os.path.join(_out_dir(), "device_pytest.log"), "w") as f:
+        f.write(stdout + "\n" + stderr)
+    out = stdout.strip().splitlines()
+    tail = out[-25:] if rc else [line for line in out if line.startswith("SKIPPED")] + out[-1:]
+    lines.append(f"- pytest (driver {driver}) rc {rc} in {time.perf_counter() - t0:.0f} s:")
+    lines += ["      " + line for line in tail + stderr.strip().splitlines()[-5:]]
+
+
+def _text(output):
+    return output.decode(errors="replace") if isinstance(output, bytes) else (output or "")
+
+
+def _has(module):
+    try:
+        __import__(module)
+        return True
+    except ImportError:
+        return False
 
 
 def _torch_cuda():
@@ -196,7 +214,7 @@ def _train(lines, lt, device, config, rounds, steps):
         from torch_gpt import twin_of
         twin = twin_of(twin_model)[0].cuda()
         topt = torch.optim.AdamW(twin.parameters(), lr=3e-3, betas=(0.9, 0.99), weight_decay=0.1)
-        cuda_batches = [(torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda()) for x, y in batches]
+        cuda_batches = [(torch.from_numpy(x.copy()).cuda(), torch.from_numpy(y.copy()).cuda()) for x, y in batches]
 
         def theirs():
             for x, y in cuda_batches:
@@ -251,11 +269,15 @@ def run_sections(lines, sections, t0):
         print("\n".join(lines[-3:]), flush=True)
 
 
-def write_report(lines, filename):
-    """The report to $OUT/filename when OUT is set, else bench/results/filename; also printed."""
+def _out_dir():
     out_dir = os.environ.get("OUT") or os.path.join(HERE, "results")
     os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, filename)
+    return out_dir
+
+
+def write_report(lines, filename):
+    """The report to $OUT/filename when OUT is set, else bench/results/filename; also printed."""
+    path = os.path.join(_out_dir(), filename)
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

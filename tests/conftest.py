@@ -13,6 +13,13 @@ settings.register_profile("ci", deadline=None, max_examples=100, derandomize=Tru
 settings.load_profile("ci" if os.environ.get("CI") else "default")
 
 
+def pytest_collection_modifyitems(items):
+    """Tests that start the CUDA backend carry the `cuda` mark, so a GPU machine runs them alone (-m cuda)."""
+    for item in items:
+        if "cuda_device" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.cuda)
+
+
 @pytest.fixture(autouse=True)
 def _fresh_engine():
     """Every test starts on the device the environment selects (LAZYTENSOR_DEVICE), with empty logs."""

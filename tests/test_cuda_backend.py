@@ -62,6 +62,26 @@ def test_kernels_ran_on_the_device_not_the_cpu(cuda_device, rng):
     assert device.driver.kind == os.environ.get("LAZYTENSOR_TEST_CUDA_DRIVER", "emulated")
 
 
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=25)
+@given(rows=st.integers(1, 4500), cols=st.integers(1, 40), axis=st.sampled_from([0, 1, None]),
+       dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2 ** 16))
+def test_long_float_sums_means_and_variances_give_the_cpu_bytes(cuda_device, rows, cols, axis, dtype, seed):
+    """Folds over many elements load them in chunks (kernels/gpu/reduce.py): the same order, the same bits
+    (float64 values of many magnitudes, so that another order would round otherwise)."""
+    r = np.random.default_rng(seed)
+    a = (r.standard_normal((rows, cols)) * 10.0 ** r.uniform(-8, 8, (rows, cols))).astype(dtype)
+    a[:, 0] = -0.0  # a column of negative zeros sums to +0.0
+
+    def program(x):
+        return [x.sum(axis), x.mean(axis), x.var(axis) if a.size > 1 else x + 0, (x * x).sum(axis)]
+    _same_bytes(*_on(cuda_device, program, a))
+
+
+def test_a_bias_gradient_sum_over_batch_and_time_gives_the_cpu_bytes(cuda_device, rng):
+    a = rng.standard_normal((32, 128, 96)).astype(np.float32)
+    _same_bytes(*_on(cuda_device, lambda x: [x.sum((0, 1)), x.mean((0, 1)), x.sum((0, 1), keepdim=True)], a))
+
+
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])  # the fixture only starts a device
 @given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=4),
        axes=st.sets(st.integers(0, 3), max_size=3), seed=st.integers(0, 2 ** 16))

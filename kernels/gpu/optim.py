@@ -2,6 +2,7 @@
 clip_grad_norm_'s sum of squares (strided partials in parallel, then one work item combining them)."""
 from ..reference.reduce import partials
 from .elementwise import expression
+from .reduce import CHUNK
 from .spec import KernelSpec, cached, ctype
 
 
@@ -52,6 +53,24 @@ def adamw_in_place(n, dtype, beta1, beta2, eps, weight_decay, scale=None):
     return KernelSpec("adamw_in_place", buffers, _scalars(scale), n, body, aliased=True)
 
 
+def _chunked_squares(c, square, n, p):
+    """The partial's first whole chunks of CHUNK elements, all loaded before they are added in order
+    (the loads in flight at once; the same additions, so the same bits: kernels/gpu/reduce.py)."""
+    if n < 2 * CHUNK * p:
+        return []
+    lanes = square.replace("x[k]", "lt_v[lt_u]")
+    return [f"    for (; k + {(CHUNK - 1) * p}LL < {n}LL; k += {CHUNK * p}LL) {{",
+            f"      {c} lt_v[{CHUNK}];",
+            "      #pragma unroll",
+            f"      for (int lt_u = 0; lt_u < {CHUNK}; ++lt_u) lt_v[lt_u] = x[k + lt_u * {p}LL];",
+            "      #pragma unroll",
+            f"      for (int lt_u = 0; lt_u < {CHUNK}; ++lt_u) {{",
+            f"        const double sq = (double){lanes};",
+            "        acc = k == j && lt_u == 0 ? sq : acc + sq;",
+            "      }",
+            "    }"]
+
+
 @cached
 def sum_of_squares(sizes, dtype):
     """(partials kernel, combine kernel, scratch bytes) of Σ x_i·x_i over the inputs, as the reference
@@ -68,8 +87,9 @@ def sum_of_squares(sizes, dtype):
         body += [f"  {head} (gid < {start + p}LL) {{",
                  f"    const {c}* __restrict__ x = x{i};",
                  f"    const i64 j = gid - {start}LL;",
-                 "    double acc = 0;",
-                 f"    for (i64 k = j; k < {n}LL; k += {p}LL)",
+                 "    double acc = 0; i64 k = j;",
+                 *_chunked_squares(c, square, n, p),
+                 f"    for (; k < {n}LL; k += {p}LL)",
                  f"      acc = k == j ? (double){square} : acc + (double){square};",
                  "    part[gid] = acc;"]
     body.append("  }")
