@@ -83,7 +83,7 @@ def main():
     print("| what | config | threads | before ms | after ms | after / before |")
     print("|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
-        for config in args.configs:
+        for config in args.configs if args.rounds else ():  # --rounds 0: the host-work rows only
             path = os.path.join(tmp, f"cli-{config}.npz")
             subprocess.run([after[0], os.path.join(after[1], "bench", "train_step.py"), "--prepare", "cli", config,
                             path, "--steps", str(args.steps), "--warmup", str(args.warmup)], check=True)

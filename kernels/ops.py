@@ -51,7 +51,9 @@ class Op:
     `native`: correctly rounded, so computing in the output dtype gives the widen-and-round bits.
     `wide`: the device needs float64 arithmetic to match the reference (float-only dialects decline).
     `kernels`: the backends beyond the NumPy reference that have a kernel ("numba": a numba kernel of
-    its own, "fused": numba's generated elementwise kernels, "device": CUDA/Metal/C kernels)."""
+    its own, "fused": numba's generated elementwise kernels, "device": CUDA/Metal/C kernels).
+    `replay_pass`: the rewrite a device replay may make of a captured program holding the op
+    (runtime/replay/passes.py defines each name)."""
 
     name: str
     family: str
@@ -71,6 +73,7 @@ class Op:
     wide: bool = False
     bool_inputs: bool = True
     aliases: tuple = ()
+    replay_pass: str = None
 
     @property
     def elementwise(self):
@@ -317,7 +320,7 @@ _RECORDS = (
        policy="fill", kernels=frozenset({"numba", "device"})),
     # ---- optimizer ----------------------------------------------------------------------------------
     Op("adamw", "optim", "same", "exact", "internal", "one AdamW step: new parameter and moments",
-       kernels=frozenset({"numba", "device"})),
+       kernels=frozenset({"numba", "device"}), replay_pass="unstacked_in_place"),
     Op("adamw_many", "optim", "same", "exact", "internal", "AdamW steps of several small parameters in "
        "one kernel (on the CPU)", kernels=frozenset({"numba"})),
     Op("sum_of_squares", "optim", "same", "exact", "internal", "sum of every element squared "

@@ -13,6 +13,7 @@ from .dtypes import bool_
 from .elementwise import where
 from .grad_mode import is_grad_enabled, set_grad_enabled
 from .kernels.ops import names
+from .runtime.replay.refusals import BACKWARD, EXPLICIT, refuse
 from .tensor import Tensor
 
 
@@ -131,6 +132,7 @@ def backward(tensor, gradient=None, retain_graph=None, create_graph=False):
     if gradient is None and not create_graph:
         backward_replay.build(tensor, order, retain, lambda: _by_rules(tensor, order, None, retain, False))
     else:
+        refuse(BACKWARD, EXPLICIT)
         _by_rules(tensor, order, gradient, retain, create_graph)
     for hook in list(_POST_BACKWARD):
         hook()

@@ -17,8 +17,9 @@ first backward of a signature runs the rules and records every node they make (i
 shape, dtype and inputs: a node of the signature or an earlier one made), and later ones make those
 nodes again on this step's nodes: the same graph, node for node, and so the same kernels and bytes.
 
-Not recorded (the rules run every time): a backward that realizes, reads or peeks at a value on the
-host (a rule whose graph could depend on values), writes one, draws random numbers, or makes a node
+Not recorded (the rules run every time): what runtime/replay/refusals.py lists for "backward" (each
+counted in `lt.counters()["replay_refusals"]`): a backward that realizes, reads or peeks at a value on
+the host (a rule whose graph could depend on values), writes one, draws random numbers, or makes a node
 from one outside the signature; one with `create_graph` or an explicit `gradient`; graphs of fewer
 than MIN_RECORDS records; and any whose attributes cannot be compared. On a device the signature's
 residency flags and device chain cover what the rules read of placement (a `*_like` value goes next
@@ -30,13 +31,15 @@ from . import dtypes
 from .runtime import config, devices, graph, hostio, rng
 from .runtime.counters import COUNTERS
 from .runtime.replay.cache import Bounded
+from .runtime.replay.refusals import (BACKWARD, EFFECTS, HOST_VALUES, OFF, OUTSIDE, RANDOM, RELEASED, SMALL,
+                                      UNCOMPARABLE, Refusal, refuse)
 from .runtime.replay.signature import Key, frozen
 from .tensor import Tensor
 
 MIN_RECORDS = 16   # smaller backward passes cost little to build; their signature would cost about as much
 RECORDINGS = 8     # signatures kept (the least recently used dropped)
 
-_recordings = Bounded(RECORDINGS)  # signature -> _Recording, or None: it cannot be recorded
+_recordings = Bounded(RECORDINGS)  # signature -> _Recording, or the Refusal that kept it from being recorded
 _UNSEEN = object()
 
 
@@ -50,25 +53,35 @@ def build(tensor, order, retain, build_by_rules):
     needs, inputs first) for `tensor`'s implicit gradient: from a recording where one matches, else by
     `build_by_rules()`, recording it where it can."""
     if len(order) < MIN_RECORDS or not config.get("LAZYTENSOR_REPLAY"):
-        return build_by_rules()
+        return _refused(SMALL if len(order) < MIN_RECORDS else OFF, build_by_rules)
     try:
         key, world = _signature(order, retain)
         recording = _UNSEEN if key is None else _recordings.get(key, _UNSEEN)
     except (TypeError, ValueError):  # an attribute value that cannot be compared (an array)
-        return build_by_rules()
-    if key is None or (recording is _UNSEEN and not key.storable()):
-        return build_by_rules()
+        return _refused(UNCOMPARABLE, build_by_rules)
+    if key is None:
+        return _refused(RELEASED, build_by_rules)
+    if recording is _UNSEEN and not key.storable():
+        return _refused(UNCOMPARABLE, build_by_rules)
     if recording is not _UNSEEN:
-        if recording is None:
-            return build_by_rules()
+        if isinstance(recording, Refusal):  # the first backward of this signature could not be recorded
+            return _refused(recording, build_by_rules)
         recording.replay(world, order)
         COUNTERS.replayed_backwards += 1
         return None
     before = _State(world, order)
     with graph.collecting_made() as made:
         build_by_rules()
-    _recordings.put(key, before.recording(made, world, order))
+    recording = before.recording(made, world, order)
+    if isinstance(recording, Refusal):
+        refuse(BACKWARD, recording)
+    _recordings.put(key, recording)
     return None
+
+
+def _refused(refusal, build_by_rules):
+    refuse(BACKWARD, refusal)
+    return build_by_rules()
 
 
 def _signature(order, retain):
@@ -135,9 +148,11 @@ class _State:
         self.grads = [t.grad for t in order]
 
     def recording(self, made, world, order):
-        """The _Recording of the backward that made `made`, or None where it cannot be replayed."""
-        if _counts() != self.counts:
-            return None
+        """The _Recording of the backward that made `made`, or the Refusal that says why it cannot be
+        replayed."""
+        counts = _counts()
+        if counts != self.counts:
+            return RANDOM if counts[-1] != self.counts[-1] else EFFECTS
         made_at = {n: k for k, n in enumerate(made)}
         world_at = {n: j for j, n in enumerate(world)}
         steps = []
@@ -145,18 +160,18 @@ class _State:
             if n.buffer is not None:  # a constant a rule made (a Python number as a 0-d value)
                 buf = n.buffer
                 if n.op != "data" or n.inputs or buf.on_device or not buf.host_exclusive:
-                    return None
+                    return HOST_VALUES
                 steps.append((None, buf.host.copy(), None, None, None))
                 continue
             if "stream" in n.attrs:
-                return None
+                return RANDOM
             ins = []
             for i in n.inputs:
                 k = made_at.get(i)
                 if k is None:
                     k = world_at.get(i)
                     if k is None:
-                        return None  # a node from outside the signature
+                        return OUTSIDE  # a node from outside the signature
                     k = -1 - k
                 ins.append(k)
             steps.append((n.op, tuple(ins), n.attrs, n.shape, n.dtype))
@@ -166,12 +181,12 @@ class _State:
             if g is self.grads[i]:
                 continue
             if t._grad_fn is not None:
-                return None
+                return EFFECTS
             k = made_at.get(g._node)
             if k is None:
                 k = world_at.get(g._node)
                 if k is None:
-                    return None
+                    return OUTSIDE
                 k = -1 - k
             grads.append((i, k, tensors.setdefault(id(g), len(tensors))))
         marked = [-1 - j for j, n in enumerate(world) if n.used and not self.used[j]]

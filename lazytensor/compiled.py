@@ -21,7 +21,8 @@ another thread's replay runs may see the updated value.
 A replay runs no Python of the function. So a capture is refused (a one-line `JitWarning`, and the
 function then runs eagerly for that guard) when the call reads or writes values on the host (`.item()`,
 printing, `copy_` from host data, `.to()`), reseeds the generator, or keeps new tensors anywhere but in
-its return value and in `.grad`. Python numbers computed inside the function are constants of the
+its return value and in `.grad` (the entries of runtime/replay/refusals.py for "jit"; each refusal is
+counted in `lt.counters()["replay_refusals"]`). Python numbers computed inside the function are constants of the
 capture: pass values that change (a learning rate of your own, a step count) as tensors or arguments.
 """
 import collections
@@ -34,7 +35,7 @@ import numpy as np
 
 from . import dtypes, grad_mode
 from .runtime import devices, hostio, scheduler
-from .runtime.replay import capturing
+from .runtime.replay import capturing, refusals
 from .runtime.replay.cache import Bounded
 from .runtime.replay.capture import Recorder
 from .tensor import Tensor
@@ -172,11 +173,14 @@ class CompiledFunction:
             modules, _modules_called = _modules_called, None
         self._counts["captured"] += 1
         if recorder.refused is None:
-            recorder.refused = _escaped(alive, wanted)
+            kept = _escaped(alive, wanted)
+            if kept is not None:
+                recorder.refuse(refusals.KEPT_TENSORS, kept)
         if recorder.refused is not None:
-            entry.eager = recorder.refused
+            refusals.refuse(refusals.JIT, recorder.refused)
+            entry.eager = recorder.reason
             self._counts["refused"] += 1
-            warnings.warn(f"lt.jit({getattr(self.fn, '__qualname__', 'function')}): {recorder.refused}; "
+            warnings.warn(f"lt.jit({getattr(self.fn, '__qualname__', 'function')}): {recorder.reason}; "
                           f"it runs eagerly for these inputs", JitWarning, stacklevel=3)
             return result
         regrad_values = [alive[j].grad for j in regrads]
@@ -311,8 +315,8 @@ def _rebuild(structure, outputs):
 
 
 def _escaped(alive, wanted):
-    """Why the capture cannot be replayed if the call kept new realized tensors somewhere a replay
-    would not update (only the return value and `.grad` are), else None."""
+    """What the call kept if it kept new realized tensors somewhere a replay would not update (only the
+    return value and `.grad` are: refusals.KEPT_TENSORS), else None."""
     old, known = {id(t) for t in alive if t is not None}, set()
     stack = list(wanted)
     while stack:  # the returned values' autograd records hold their inputs: a replay returns leaves
@@ -326,8 +330,7 @@ def _escaped(alive, wanted):
     if not kept:
         return None
     shapes = ", ".join(str(t.shape) for t in kept[:3])
-    return (f"it keeps {len(kept)} new tensor(s) outside its return value and .grad (shapes {shapes}), "
-            f"which a replay would not update")
+    return f"{len(kept)} new tensor(s) outside its return value and .grad (shapes {shapes})"
 
 
 def _bind(variant, arg_tensors):

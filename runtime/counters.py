@@ -19,6 +19,8 @@ class Counters:
         self.replayed_backwards = 0  # backward passes rebuilt from a recording (lazytensor/backward_replay.py)
         self.host_reads = collections.Counter()
         self.host_writes = collections.Counter()
+        # (replay, reason) -> times lt.jit, eager repeats or backward replay refused (runtime/replay/refusals.py)
+        self.replay_refusals = collections.Counter()
 
     def snapshot(self):
         return {
@@ -32,6 +34,7 @@ class Counters:
             "host_reads_by_trigger": dict(self.host_reads),
             "host_writes": sum(self.host_writes.values()),
             "host_writes_by_trigger": dict(self.host_writes),
+            "replay_refusals": {f"{replay}: {name}": n for (replay, name), n in self.replay_refusals.items()},
         }
 
 

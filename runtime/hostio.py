@@ -7,22 +7,22 @@ its copy; tensors derived from the old value keep it (value semantics).
 import numpy as np
 
 from . import copies, scheduler
-from .replay import capturing
+from .replay import capturing, refusals
 from .counters import COUNTERS
 from .graph import Node
 from .locking import serialized
 from .residency import Buffer
 
 
-def _host_access(what):
+def _host_access(refusal, detail):
     """A capture cannot replay a host access: the value read may steer Python, a written one is new."""
     recorder = capturing.current()
     if recorder is not None:
-        recorder.refuse(what)
+        recorder.refuse(refusal, detail)
 
 
 def _on_host(node, reason):
-    _host_access(f"a host read ({reason})")
+    _host_access(refusals.HOST_READ, reason)
     scheduler.realize([node])
     buf = node.buffer
     if not buf.on_host:
@@ -122,7 +122,7 @@ def write_items(node, key, value, trigger="setitem"):
 
 def replace_value(array, trigger):
     """A whole-tensor host write (fill_, copy_ from host data): a new node holding `array`."""
-    _host_access(f"a host write ({trigger})")
+    _host_access(refusals.HOST_WRITE, trigger)
     COUNTERS.host_writes[trigger] += 1
     return data_node(array, exclusive=True)
 
@@ -131,7 +131,7 @@ def replace_value(array, trigger):
 def place_on_device(node, backend, reason="to-device"):
     """Realize `node` and make sure `backend` holds a copy (True), unless memory cannot be had (False).
     A backend without device memory of its own (Metal, which reads host arrays) needs no copy."""
-    _host_access(f"a placement ({reason})")
+    _host_access(refusals.PLACEMENT, reason)
     scheduler.realize([node])
     if backend.is_host:
         return True

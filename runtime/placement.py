@@ -101,15 +101,20 @@ def following(node, device_name):
 def _residency_says_yes(backend, operands):
     """True when every data operand is resident on `backend` (any size is a member), or when running
     elsewhere would download more device-only bytes than running here uploads."""
-    data = [b for b in operands if not is_param(b)]
-    resident = [b for b in data if b.on_device and b.backend is backend]
-    if data and len(resident) == len(data):
-        return True
-    if resident:
-        upload = sum(b.nbytes for b in data if not (b.on_device and b.backend is backend))
-        download = sum(b.nbytes for b in resident if not b.on_host)
-        return upload <= download
-    return False
+    upload = download = 0
+    resident = False
+    for b in operands:
+        if b.shape == () and b.on_host:  # is_param
+            continue
+        if b.on_device and b.backend is backend:
+            resident = True
+            if not b.on_host:
+                download += b.nbytes
+        else:
+            upload += b.nbytes
+    if not resident:
+        return False
+    return upload == 0 or upload <= download  # all resident, or cheaper to upload than to download
 
 
 RESIDENT_REDUCE_SLICES = 32

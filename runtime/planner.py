@@ -22,19 +22,21 @@ from . import constants, devices, fusion, parallel, placement
 from .graph import Node, pending_order, postorder
 from .locking import serialized
 from .memory import bucket
-from .residency import is_param
 from .schedule import Copy, Schedule, Step
 
 
 class PlannedValue:
     """A node's value as the schedule expects it when a kernel reads it (what backends and placement ask)."""
 
-    __slots__ = ("node_id", "shape", "dtype", "on_host", "on_device", "backend", "identity", "_host")
+    __slots__ = ("node_id", "shape", "dtype", "on_host", "on_device", "backend", "identity", "_host", "nbytes",
+                 "held")
 
-    def __init__(self, node, on_host, on_device, backend, identity, host=None):
+    def __init__(self, node, on_host, on_device, backend, identity, host=None, nbytes=None):
         self.node_id, self.shape, self.dtype = node.id, node.shape, node.dtype  # a tuple, a NumPy dtype
         self.on_host, self.on_device, self.backend = on_host, on_device, backend
         self.identity, self._host = identity, host
+        self.nbytes = node.nbytes if nbytes is None else nbytes
+        self.held = None  # its size class on a device (memory.bucket), found when first asked
 
     @classmethod
     def of(cls, node):
@@ -45,10 +47,6 @@ class PlannedValue:
     @property
     def size(self):
         return math.prod(self.shape)
-
-    @property
-    def nbytes(self):
-        return self.size * self.dtype.itemsize
 
     @property
     def host(self):
@@ -126,10 +124,11 @@ class _Planner:
                 kernel = placement.choose(backend, node, operands)
             if kernel is None:
                 continue
-            if not backend.is_host and not self._fits(node.nbytes, operands, backend, copies):
+            nbytes = node.nbytes
+            if not backend.is_host and not self._fits(nbytes, operands, backend, copies):
                 continue
             self._place(node, node.op, operands, backend, copies, follow=follow, counted=counted,
-                        launches=kernel if kernel is not True else None, offers=offers)
+                        launches=kernel if kernel is not True else None, offers=offers, nbytes=nbytes)
             return
         raise AssertionError(f"no backend can run {node}")  # the last host backend runs everything
 
@@ -173,17 +172,21 @@ class _Planner:
         """Whether a device step's result and data operands can be held at once within the budget (the
         operands are pinned while it runs; anything else can be evicted); if so, the copies of the
         operands it must upload are planned (in `copies`)."""
-        held, seen = bucket(nbytes), set()
+        held, counted, upload = bucket(nbytes), [], []
         for v in operands:
-            if not is_param(v) and id(v) not in seen:
-                seen.add(id(v))
-                held += bucket(v.nbytes)
+            if v.shape == () and v.on_host:  # is_param: travels as a kernel parameter
+                continue
+            if v not in counted:  # x * x holds x once
+                counted.append(v)
+                if v.held is None:
+                    v.held = bucket(v.nbytes)
+                held += v.held
+                if not (v.on_device and v.backend is backend):
+                    upload.append(v)
         if held > backend.memory.budget:
             self.refused.append(backend)
             return False
-        for v in operands:
-            if is_param(v) or (v.on_device and v.backend is backend):
-                continue
+        for v in upload:
             if v.on_device:  # on another device: through the host, and that device forgets it
                 if not v.on_host:
                     copies.append(self._download(v, "device-switch"))
@@ -192,14 +195,14 @@ class _Planner:
         return True
 
     def _place(self, node, label, operands, backend, copies, group=None, launches=None, follow=None, offers=(),
-               counted=True):
+               counted=True, nbytes=None):
         if backend.is_host:
             for v in operands:
                 if not v.on_host:
                     copies.append(self._download(v, "host-kernel"))
-            result = PlannedValue(node, True, False, None, node)
+            result = PlannedValue(node, True, False, None, node, nbytes=nbytes)
         else:
-            result = PlannedValue(node, placement.keeps_host_copy(node, operands), True, backend, node)
+            result = PlannedValue(node, placement.keeps_host_copy(node, operands), True, backend, node, nbytes=nbytes)
         self.values[node] = result
         kind = "node" if group is None else "host_group" if backend.is_host else "device_group"
         refused = ()

@@ -104,3 +104,10 @@ def test_an_elementwise_record_claims_exactly_the_kernels_its_expressions_give()
             assert ("fused" in op.kernels) == (op.py is not None), op.name
             assert ("device" in op.kernels) == (op.c is not None), op.name
             assert op.numpy is None or hasattr(np, op.numpy), op.name
+
+
+def test_every_replay_pass_an_op_names_exists_and_every_pass_is_named_by_an_op():
+    from lazytensor.runtime.replay import passes
+    named = {op.replay_pass for op in ops.OPS.values() if op.replay_pass is not None}
+    assert named == set(passes.PASSES)
+    assert ops.OPS["adamw"].replay_pass == "unstacked_in_place"

@@ -23,7 +23,7 @@ from ..locking import computing
 from ..residency import Buffer, is_param
 from ..schedule import GROUPS, KERNELS, Step
 from ..transfers import LOG
-from . import device_runner, host_runner
+from . import device_runner, host_runner, refusals
 
 
 def template(node):
@@ -81,7 +81,7 @@ class Recorder:
     def __init__(self):
         self.thread = threading.get_ident()
         self.bound, self._bound_refs = {}, []
-        self.steps, self.sources, self.refused = [], [], None
+        self.steps, self.sources, self.refused, self.reason = [], [], None, None
         self._slots, self._refs, self._dynamic, self.hooks = {}, {}, {}, []
         self.seed, self.start_stream = rng.DEFAULT.seed, rng.DEFAULT.next_stream
         # The most device memory the captured (eager) call added, less the copies it uploaded: a
@@ -101,10 +101,11 @@ class Recorder:
             self._bound_refs.append(weakref.ref(buffer, lambda _, k=id(buffer): self.bound.pop(k, None)))
 
     # ---- what the engine reports -----------------------------------------------------------------
-    def refuse(self, reason):
-        """The call did something a replay cannot repeat (a host read or write); the first reason stays."""
+    def refuse(self, refusal, detail=None):
+        """The call did something a replay cannot repeat (runtime/replay/refusals.py: a host read or
+        write, say); the first stays: `refused` (the Refusal) and `reason` (its text)."""
         if self.refused is None:
-            self.refused = reason
+            self.refused, self.reason = refusal, refusal.says(detail)
 
     def dynamic(self, buffer, fn):
         """Host value `buffer` (0-d, made during the call) is `fn()` at each replay."""
@@ -120,7 +121,7 @@ class Recorder:
         step = recorded_step(kind, backend, what, [self.slot(b) for b in operands], self._result_slot(result), operands)
         if kind == "node" and "stream" in what.attrs and "seed" in what.attrs:
             if what.attrs["seed"] != self.seed:
-                self.refuse("the random generator was reseeded inside the compiled function")
+                self.refuse(refusals.RESEEDED)
             step.stream = what.attrs["stream"] - self.start_stream
         self.steps.append(step)
 

@@ -23,10 +23,14 @@ work once, at the first replay:
   .grad that zero_grad dropped): no Buffer, block or pointer change per value, and the step holds one
   copy of its state instead of two. From the first such write on nothing may fail, so what could
   (allocations, host checks, the executors' steps) moves before it, or the plan does not overwrite.
-  When the p, m and v of every AdamW update have their donors, an AdamW update
-  whose stacked (p', m', v') result only feeds the three copies unstacking it is one launch writing
-  p', m', v' over the old p, m, v (which no later step reads), and the copies do not run; that replay
-  lays out its scratch without the stacked results, so the state is held once at its peak.
+  Where a pass the op registry names finds a step that can write over its old values itself
+  (runtime/replay/passes.py: an AdamW update whose stacked (p', m', v') result only feeds the three
+  copies unstacking it), and every value it writes has its donor, it is one launch over the old blocks
+  and the steps it makes unnecessary do not run; that replay lays out its scratch without the stacked
+  results, so the state is held once at its peak.
+
+This module builds a runner once per Program; each replay is a `DeviceReplay`
+(runtime/replay/device_replay.py), which holds what that replay alone touches and runs the actions.
 
 A replay the plan cannot promise to fit in the memory budget, or one run while profiling, goes through
 the generic executors instead; so does one whose device memory runs out midway, or whose indices have
@@ -35,21 +39,15 @@ are the same bytes either way: the same kernels run on the same values in the sa
 """
 import collections
 
-from ...kernels.gpu.index import group_by_destination
 from ...kernels.reference.creation import full
-from .. import copies, rng
-from ..backends.lowering import for_indices, rng_key_patches, rng_key_words
+from .. import rng
+from ..backends.lowering import rng_key_patches, rng_key_words
 from ..memory import bucket
-from ..residency import Buffer
-from ..transfers import LOG
-from . import scratch_layout
-from .launch_calls import Stand, adamw_in_place_calls, step_calls
+from . import device_replay as act, scratch_layout
+from .device_replay import DeviceReplay, NoMemory
+from .launch_calls import Stand, step_calls
+from .passes import in_place_updates
 from .runner import Runner
-
-
-class NoMemory(Exception):
-    """Device memory ran out during a planned replay, or an index kernel's indices have no host copy to
-    check (the caller replays through the executors)."""
 
 
 def supports(device):
@@ -105,37 +103,38 @@ class DeviceRunner(Runner):
                    for k, step in enumerate(steps) if step.kind != "view" and step.out not in internal]
         externals = [r[1:] for r in results]
         self._chunks = scratch_layout.layout(internal, externals, len(steps), program.peak_added, replay_peak)
-        # AdamW updates a replay that overwrites the state can run in place (_plan_updates): that replay
-        # never makes their stacked results, so it lays out its scratch without them.
-        self._in_place_specs = _adamw_updates(program, steps, calls, internal, readers)
-        stacked = {steps[k].out for k, _, _, _ in self._in_place_specs}
+        # Steps a replay that overwrites the state can run in place (runtime/replay/passes.py, the passes
+        # the op registry names: AdamW's): that replay never makes their stacked results, so it lays out
+        # its scratch without them.
+        self._in_place_specs = in_place_updates(program, steps, calls, internal, readers)
+        stacked = {steps[u.step].out for u in self._in_place_specs}
         self._in_place_chunks = self._chunks if not stacked else scratch_layout.layout(
             {s: v for s, v in internal.items() if s not in stacked}, externals, len(steps), program.peak_added,
             replay_peak)
         self._chunks_in_use = self._chunks
         self.kernels = len(calls)
         # Where each slot's pointer / value goes: (prepared launch, argument index).
-        self._ptr_uses, self._value_uses = collections.defaultdict(list), collections.defaultdict(list)
+        self.ptr_uses, self.value_uses = collections.defaultdict(list), collections.defaultdict(list)
         prepared = {k: [self._prepare(call) for call in raw] for k, raw in calls.items()}
         # Random kernels: their RNG key words, patched at each replay for its fresh streams.
         self._random = [(steps[k].stream, [(prepared[k][i], j, word)
                                            for i, j, word in rng_key_patches(steps[k].launches)])
                         for k in calls if steps[k].stream is not None]
-        self._internal_uses = sum(len(self._ptr_uses[s]) for s in internal if s not in scratch)
-        used = (set(self._ptr_uses) | set(self._value_uses)) - set(scratch) - set(tags)
+        self._internal_uses = sum(len(self.ptr_uses[s]) for s in internal if s not in scratch)
+        used = (set(self.ptr_uses) | set(self.value_uses)) - set(scratch) - set(tags)
         # Values from outside the program (bound, dynamic, constants) that prepared launches use.
         self._inputs = [s for s in sorted(used) if s not in produced]
         self._produced = produced
-        self._pointer_inputs = [(s, len(self._ptr_uses[s])) for s in self._inputs if s in self._ptr_uses]
-        self._value_inputs = [s for s in self._inputs if s not in self._ptr_uses]
-        # The in-place AdamW launches are prepared now, after the counts above, which are those of the
+        self.pointer_inputs = [(s, len(self.ptr_uses[s])) for s in self._inputs if s in self.ptr_uses]
+        self.value_inputs = [s for s in self._inputs if s not in self.ptr_uses]
+        # The in-place launches are prepared now, after the counts above, which are those of the
         # launches every replay runs.
-        self._in_place = {k: self._prepare(adamw_in_place_calls(steps[k], news, device)[0])
-                          for k, _, news, _ in self._in_place_specs}
-        self._in_place_skip = {r for _, rows, _, _ in self._in_place_specs for r in rows}
+        self._in_place = {u.step: self._prepare(u.call(steps[u.step], u.news, device))
+                          for u in self._in_place_specs}
+        self._in_place_skip = {r for u in self._in_place_specs for r in u.skipped}
         for s, k in folded.items():
             value = full(steps[k].what.attrs).item()
-            for p, j in self._value_uses[s]:
+            for p, j in self.value_uses[s]:
                 p.set_scalar(j, value)
         self._folded = set(folded.values())
         self.folded = len(folded)  # kernels a planned replay need not run
@@ -145,15 +144,15 @@ class DeviceRunner(Runner):
         # scatters whose destinations the host grouped: grouped and uploaded again.
         self._checks = {k: (steps[k].ins[1], steps[k].launches) for k in calls if steps[k].kind == "node"
                         and any(launch.host_check is not None for launch in steps[k].launches)}
-        self._groups = {k: (k,) + group for k, group in groups.items() if k in calls}
+        self._groups = {k: (steps[k].node,) + group for k, group in groups.items() if k in calls}
         self._tags = collections.defaultdict(list)
         for key, check in tags.items():
             if key[1] in calls:
-                self._tags[key[1]].append((check, self._value_uses[key]))
-        self._resolved = {s for s in used if s not in internal}
+                self._tags[key[1]].append((check, self.value_uses[key]))
+        self.resolved = {s for s in used if s not in internal}
         self._pinned_bytes = self._donor_bytes = None
-        self._ptr_at = {}  # slot -> the pointer its prepared launches have now
-        self._last_block = {}  # slot -> the block the last replay allocated for its value
+        self.ptr_at = {}  # slot -> the pointer its prepared launches have now
+        self.last_block = {}  # slot -> the block the last replay allocated for its value
         # The most the replay holds at once by the model of the layout (scratch chunks and results over
         # their lifetimes); what the model misses ends a replay with NoMemory, which then starts over.
         self.peak_bytes, _ = scratch_layout.peak_of(
@@ -168,10 +167,10 @@ class DeviceRunner(Runner):
                                  [0 if isinstance(v, Stand) else v for v in scalars]))
         for i, v in enumerate(ptrs):
             if isinstance(v, Stand):
-                self._ptr_uses[v.slot].append((p, i))
+                self.ptr_uses[v.slot].append((p, i))
         for j, v in enumerate(scalars):
             if isinstance(v, Stand):
-                self._value_uses[v.slot].append((p, j))
+                self.value_uses[v.slot].append((p, j))
         return p
 
     def _plan_updates(self, program, results, readers):
@@ -196,6 +195,8 @@ class DeviceRunner(Runner):
             return
         self._updates, self.can_update = updates, True
         self._update_specs = [(s, k, steps[k].node.shape, steps[k].node.dtype) for s, k in updates.items()]
+        self._update_allocations = [(s, (s, node.id, node.op, node.shape, node.dtype, node.nbytes))
+                                    for s, node in ((s, steps[k].node) for s, k in updates.items())]
         self._update_bytes = {s: bucket(max(steps[k].node.nbytes, 1)) for s, k in updates.items()}
         # Slots of bound values (only those can hold a donor: the program holds its constants), by the
         # last step that reads each: an old value may be overwritten only after its last reader.
@@ -206,10 +207,10 @@ class DeviceRunner(Runner):
         self.update_peak_bytes = self._update_peak(self._chunks, first, results)
         # When every p, m, v is written over its donor, each AdamW update of them is one launch over
         # their blocks at the update's step, and the copies unstacking its result are not run: the old
-        # values are read last by that launch (_adamw_updates), each element before it is written, and
+        # values are read last by that launch (passes.in_place_updates), each element before it is written, and
         # nothing before their copies' steps reads the new values. Those launches write the donors
         # first: the updates begin at the first of them.
-        first_in_place = min([first] + [k for k, _, _, _ in self._in_place_specs])
+        first_in_place = min([first] + [u.step for u in self._in_place_specs])
         if not self._in_place_specs:
             hoisted = None
         elif first_in_place != first:  # else the hoisting found for `first` holds
@@ -257,51 +258,51 @@ class DeviceRunner(Runner):
         for chunk in (self._in_place_chunks if in_place else self._chunks):
             opens[min(chunk.first, first_update) if updating else chunk.first].append(chunk)
             closes[chunk.last].append(chunk)
-        actions, early = [], [(self._generic, k) for k in hoisted]
+        actions, early = [], [(act.generic, steps[k]) for k in hoisted]
         if updating:
-            early += [(self._check, self._checks[k]) for k in self._checks if k >= first_update]
-            early += [(self._group_ready, self._groups[k]) for k in self._groups if k >= first_update]
+            early += [(act.check, self._checks[k]) for k in self._checks if k >= first_update]
+            early += [(act.group_ready, self._groups[k]) for k in self._groups if k >= first_update]
         for k, step in enumerate(steps):
-            actions.extend((self._open, chunk) for chunk in opens[k])
+            actions.extend((act.open_chunk, chunk) for chunk in opens[k])
             if k in self._checks and not (updating and k >= first_update):
-                actions.append((self._check, self._checks[k]))
+                actions.append((act.check, self._checks[k]))
             if k in self._groups:
                 if not (updating and k >= first_update):
-                    actions.append((self._group_ready, self._groups[k]))
-                actions.append((self._group, self._groups[k]))
+                    actions.append((act.group_ready, self._groups[k]))
+                actions.append((act.group, self._groups[k]))
             if k in self._tags:
-                actions.append((self._tag, self._tags[k]))
+                actions.append((act.tag, self._tags[k]))
             if k in calls:
                 s = step.out
                 if updating and s in self._updates:
                     pass  # its block: its donor's or its own, set at the first update (_begin_updates)
                 elif s not in internal:
                     node = step.node
-                    allocate = (self._allocate, (s, node.id, node.op, node.shape, node.dtype, node.nbytes))
+                    allocate = (act.allocate, (s, node.id, node.op, node.shape, node.dtype, node.nbytes))
                     (early if updating and k > first_update else actions).append(allocate)
                 if k == first_update:
                     at = len(actions)  # what can fail from here on moves here, before the first update
                 if in_place and k in self._in_place:
-                    actions.append((_launch_all, (self._in_place[k].launch,)))
+                    actions.append((act.launch_all, (self._in_place[k].launch,)))
                 elif not (in_place and k in self._in_place_skip):
-                    actions.append((_launch_all, tuple(p.launch for p in prepared[k])))
+                    actions.append((act.launch_all, tuple(p.launch for p in prepared[k])))
                 if step.host_copy:
-                    actions.append((self._host_copy, (step.ins[0], s)))
+                    actions.append((act.host_copy, (step.ins[0], s)))
             elif k not in hoisted and k not in self._folded:
-                actions.append((self._generic, k))
+                actions.append((act.generic, step))
             # inputs stay in their slots (the caller holds them anyway): only results are let go
             drops = tuple(s for s in step.drop if s not in internal and s in self._produced)
             if drops:
-                actions.append((self._drop, drops))
-            actions.extend((self._close, chunk) for chunk in closes[k])
+                actions.append((act.drop, drops))
+            actions.extend((act.close, chunk) for chunk in closes[k])
         if updating:
-            actions[at:at] = early + [(self._begin_updates, None)]
+            actions[at:at] = early + [(act.begin_updates, self._update_allocations)]
         merged = []  # consecutive launches as one action
-        for act, arg in actions:
-            if act is _launch_all and merged and merged[-1][0] is _launch_all:
-                merged[-1] = (_launch_all, merged[-1][1] + arg)
+        for fn, arg in actions:
+            if fn is act.launch_all and merged and merged[-1][0] is act.launch_all:
+                merged[-1] = (act.launch_all, merged[-1][1] + arg)
             else:
-                merged.append((act, arg))
+                merged.append((fn, arg))
         return merged
 
     # ---- a replay --------------------------------------------------------------------------------
@@ -350,12 +351,12 @@ class DeviceRunner(Runner):
         them are allocated before the first that it does. (The inputs' sizes are the same at every
         replay: the guards of lt.jit check their shapes and dtypes.)"""
         if self._pinned_bytes is None:
-            self._pinned_bytes = sum(bucket(slots[s].nbytes) for s in self._inputs if s in self._ptr_uses)
+            self._pinned_bytes = sum(bucket(slots[s].nbytes) for s in self._inputs if s in self.ptr_uses)
         if donors is None:
             return self.peak_bytes + self._pinned_bytes <= self.memory.budget
         key = frozenset(donors)
         if self._donor_bytes is None or self._donor_bytes[0] != key:  # the same every replay, as a rule
-            pinned = {id(slots[s]) for s in self._inputs if s in self._ptr_uses}
+            pinned = {id(slots[s]) for s in self._inputs if s in self.ptr_uses}
             extra = sum(bucket(b.nbytes) for b in donors.values() if id(b) not in pinned)
             extra += sum(n for s, n in self._update_bytes.items() if s not in donors)
             self._donor_bytes = (key, extra)
@@ -366,50 +367,25 @@ class DeviceRunner(Runner):
         streams `stream0` + their offset; with `donors` (accepted by `accepts_donors` and `fits`), the
         replaced values are written over those Buffers' device blocks. Raises NoMemory when the device
         memory runs out (nothing the replay made is kept, and no donor has been written)."""
-        self._slots, self._execute, self._pins, self._made = slots, execute, {}, set()
-        self._donors, self._updating = donors, False
-        self._hits = self._internal_uses
         for offset, patches in self._random:
             words = rng_key_words(rng.DEFAULT.seed, stream0 + offset)
             for p, j, word in patches:
                 p.set_scalar(j, words[word])
-        self.memory.pin_scope(self._pins)  # every Buffer in self._pins stays put until the end
-        try:
-            if donors is not None:
-                for buf in donors.values():  # before anything is allocated: they must stay put
-                    self._pin(buf)
-            self._resolve_inputs(slots)  # pinned first: allocating scratch must not evict them
-            actions, chunks = self._actions, self._chunks
-            self.launched, self.skipped = self.kernels, self.folded
-            if donors is not None:
-                actions = self._update_actions
-                if self._writes_in_place(slots, donors):
-                    actions, chunks = self._in_place_actions, self._in_place_chunks
-                    unstacked = 3 * len(self._in_place)  # the copies not run
-                    self.launched -= unstacked
-                    self.skipped += unstacked
-                    self._hits -= unstacked  # each read the stacked result
-            if chunks is not self._chunks_in_use:  # another layout: its values are re-pointed as it opens
-                for chunk in chunks:
-                    chunk.base = None
-                self._chunks_in_use = chunks
-            for act, arg in actions:
-                if arg is None:
-                    act()
-                else:
-                    act(arg)
-        finally:
-            if self._updating:  # from the first update on, the donors' device copies are the new values
-                touch = self.memory.touch
-                for buf in donors.values():
-                    buf.overwrite_on_device()
-                    touch(buf)
-            for chunk in self._chunks_in_use:
-                self._close(chunk)
-            self.memory.unpin_scope(self._pins)
-            self._slots = self._execute = self._pins = self._made = self._donors = None
-            if self._hits:
-                LOG.hit(self.device.name, self._hits)
+        actions, chunks, hits = self._actions, self._chunks, self._internal_uses
+        self.launched, self.skipped = self.kernels, self.folded
+        if donors is not None:
+            actions = self._update_actions
+            if self._writes_in_place(slots, donors):
+                actions, chunks = self._in_place_actions, self._in_place_chunks
+                unstacked = len(self._in_place_skip)  # the copies not run
+                self.launched -= unstacked
+                self.skipped += unstacked
+                hits -= unstacked  # each read the stacked result
+        if chunks is not self._chunks_in_use:  # another layout: its values are re-pointed as it opens
+            for chunk in chunks:
+                chunk.base = None
+            self._chunks_in_use = chunks
+        DeviceReplay(self, slots, execute, donors, hits).run(actions, chunks)
 
     def _writes_in_place(self, slots, donors):
         """Whether the AdamW updates write p, m, v over their old blocks themselves this replay: each
@@ -419,221 +395,16 @@ class DeviceRunner(Runner):
         if self._in_place_actions is None:
             return False
         last_read = self._donor_reads
-        for k, _, news, olds in self._in_place_specs:
-            for new, old in zip(news, olds):
+        for u in self._in_place_specs:
+            for new, old in zip(u.news, u.olds):
                 buf = donors.get(new)
-                if buf is None or buf is not slots[old] or last_read(id(buf), -1) > k:
+                if buf is None or buf is not slots[old] or last_read(id(buf), -1) > u.step:
                     return False
         return True
 
-    def _open(self, chunk):
-        """Allocate a scratch chunk; if its block moved since the last replay, re-point its values."""
-        block = self.memory.allocate(chunk.size, chunk.last_block)  # the same block again where it can
-        if block is None:
-            raise NoMemory()
-        chunk.block = chunk.last_block = block
-        base = block.ptr
-        if base != chunk.base:
-            for s, offset in chunk.offsets.items():
-                self._point(s, base + offset)
-            chunk.base = base
-
-    def _close(self, chunk):
-        if chunk.block is not None:
-            self.memory.give_back(chunk.block, chunk.size)
-            chunk.block = None
-
-    def _resolve_inputs(self, slots):
-        """`_resolve` every input, those already resident here (as a rule, all) by a shorter way."""
-        device, pins, ptr_at, touch = self.device, self._pins, self._ptr_at, self.memory.touch
-        for s, uses in self._pointer_inputs:
-            buf = slots[s]
-            if buf.backend is not device:  # no copy here (a Buffer has a backend while it has one)
-                self._resolve(s, buf)
-                continue
-            touch(buf)
-            self._hits += uses
-            pins[id(buf)] = buf
-            ptr = buf.device.ptr
-            if ptr_at.get(s) != ptr:
-                self._point(s, ptr)
-            if s in self._value_uses:
-                self._resolve_value(s, buf)
-        for s in self._value_inputs:
-            self._resolve_value(s, slots[s])
-
-    def _resolve(self, s, buf):
-        """Put slot `s`'s Buffer where its prepared launches read it: on the device (pinned for the
-        replay), or its host value for a launch that takes it as a scalar."""
-        uses = self._ptr_uses.get(s)
-        if uses:
-            device = self.device
-            if buf.on_device and buf.backend is device:
-                self.memory.touch(buf)
-                self._hits += len(uses)
-            else:
-                LOG.miss(device.name)
-                self._hits += len(uses) - 1
-                if not copies.make_resident(buf, device):
-                    raise NoMemory()
-            self._pin(buf)
-            self._point(s, buf.device.ptr)
-        if s in self._value_uses:
-            self._resolve_value(s, buf)
-
-    def _resolve_value(self, s, buf):
-        if not buf.on_host:
-            copies.download(buf, "host-kernel")
-        value = buf.host.item()
-        for p, j in self._value_uses[s]:
-            p.set_scalar(j, value)
-
-    def _point(self, s, ptr):
+    def point(self, s, ptr):
         """Slot `s`'s prepared launches read (or write) it at `ptr` (patched only when it moved)."""
-        if self._ptr_at.get(s) != ptr:
-            for p, i in self._ptr_uses[s]:
+        if self.ptr_at.get(s) != ptr:
+            for p, i in self.ptr_uses[s]:
                 p.set_pointer(i, ptr)
-            self._ptr_at[s] = ptr
-
-    def _pin(self, buf):
-        self._pins[id(buf)] = buf
-
-    def _allocate(self, result):
-        """A Buffer on the device for a prepared launch's result that someone outside the plan reads."""
-        s, node_id, op, shape, dtype, nbytes = result
-        block = self.memory.allocate(nbytes, self._last_block.get(s))  # the last replay's, if cached
-        if block is None:
-            raise NoMemory()
-        self._last_block[s] = block
-        buf = Buffer(node_id, op, shape, dtype).set_device_result(block, self.device)
-        self.memory.register(buf)
-        self._pin(buf)
-        self._made.add(id(buf))
-        self._slots[s] = buf
-        self._point(s, block.ptr)
-
-    def _begin_updates(self):
-        """Before the first update: blocks for the replaced values that have no donor this replay, and
-        the donors' blocks where their new values' launches write and are read."""
-        donors, slots, ptr_at = self._donors, self._slots, self._ptr_at
-        for s, k, shape, dtype in self._update_specs:
-            buf = donors.get(s)
-            if buf is None:
-                node = self._steps[k].node
-                self._allocate((s, node.id, node.op, shape, dtype, node.nbytes))
-                continue
-            slots[s] = buf
-            ptr = buf.device.ptr
-            if ptr_at.get(s) != ptr:
-                self._point(s, ptr)
-        self._updating = True
-
-    def _host_copy(self, slots):
-        """A reshape of a value the host holds too keeps a host copy of its result, as in the eager run
-        (placement.keeps_host_copy): free on the host, and index checks read it there. (A value made by
-        prepared launches only, with no Buffer, is on the device only.)"""
-        source, result = self._slots[slots[0]], self._slots[slots[1]]
-        if source is not None and source.on_host:
-            result.add_host_copy(source.host.reshape(result.shape))
-            result.share_host()
-
-    def _check(self, check):
-        """An index kernel's bounds, checked on the host's copy of its indices (IndexError if one is out
-        of range); without a host copy the executors run the replay (they check on the device)."""
-        slot, launches = check
-        buf = self._slots[slot]
-        if buf is None or for_indices(launches, buf) is None:
-            raise NoMemory()
-
-    def _group_ready(self, group):
-        """A scatter's indices: on the host (else the executors run the replay), and resident on the
-        device (pinned) as the eager run makes every operand, though its kernel reads only the grouping."""
-        slot, device = group[1], self.device
-        buf = self._slots[slot]
-        if buf is None or not buf.on_host:
-            raise NoMemory()
-        if buf.on_device and buf.backend is device:
-            self._hits += 1
-        else:
-            LOG.miss(device.name)
-            if not copies.make_resident(buf, device):
-                raise NoMemory()
-        self._pin(buf)
-
-    def _group(self, group):
-        """A scatter's destinations grouped on the host's copy of its indices and uploaded where its
-        launch reads them (as the eager launch does)."""
-        k, slot, size, order_key, starts_key = group
-        order, starts = group_by_destination(self._slots[slot].host, size)
-        node, device = self._steps[k].node, self.device
-        device.upload_grouping(node, self._ptr_at[order_key], order)
-        device.upload_grouping(node, self._ptr_at[starts_key], starts)
-
-    def _tag(self, checks):
-        """The device index checks of the next launches, registered for the next status read (as the
-        eager launches register them), their tags patched in."""
-        for check, uses in checks:
-            tag = self.device.add_check(check)
-            for p, j in uses:
-                p.set_scalar(j, tag)
-
-    def _generic(self, k):
-        step, slots = self._steps[k], self._slots
-        buf = slots[step.out] = self._execute(step, [slots[s] for s in step.ins])
-        if step.out in self._resolved:
-            self._resolve(step.out, buf)
-            self._made.add(id(buf))  # a new value: unpinned after its last reader
-
-    def _drop(self, drops):
-        # Only a result this replay made is unpinned at its last reader (and so freed): an input's
-        # Buffer may also sit in another slot (two tensors holding one value), so inputs stay pinned.
-        slots, pins = self._slots, self._pins
-        for s in drops:
-            buf = slots[s]
-            if buf is not None and id(buf) in self._made:
-                self._made.discard(id(buf))
-                pins.pop(id(buf), None)  # a value read only as a scalar was never pinned
-            slots[s] = None
-
-
-def _adamw_updates(program, steps, calls, internal, readers):
-    """The AdamW updates a replay may run in place: (the update's step, its three row copies' steps, the
-    slots of p', m', v' they make, those of the old p, m, v), where the stacked result is read by those
-    copies alone, p', m', v' replace state, and the old values are read by no later step."""
-    replaced, bound = set(program.replaced_slots), {s for s, _ in program.bound}
-    found = []
-    for k in calls:
-        step = steps[k]
-        if step.kind != "node" or step.what.op != "adamw" or step.out not in internal:
-            continue
-        rows = {}
-        for r in readers[step.out]:
-            row = _row_taken(steps[r], step.out)
-            if row is None or row in rows or r not in calls or steps[r].out not in replaced:
-                break
-            rows[row] = r
-        else:
-            olds = (step.ins[0], step.ins[2], step.ins[3])
-            if sorted(rows) == [0, 1, 2] and len(set(olds)) == 3 and all(
-                    s in bound and max(readers[s]) == k for s in olds):
-                unstack = tuple(rows[i] for i in range(3))
-                found.append((k, unstack, tuple(steps[r].out for r in unstack), olds))
-    return found
-
-
-def _row_taken(step, source):
-    """i if `step` copies row i of slot `source` (a slice that drops the first axis: x[i]), else None."""
-    if step.kind != "node" or step.what.op != "slice" or tuple(step.ins) != (source,):
-        return None
-    attrs = step.what.attrs
-    (lo, hi, stride), rest = attrs["slices"][0], attrs["slices"][1:]
-    if attrs.get("squeeze") != (0,) or hi != lo + 1 or stride != 1:
-        return None
-    if any(s != (0, n, 1) for s, n in zip(rest, step.what.shape)) or len(rest) != len(step.what.shape):
-        return None
-    return lo
-
-
-def _launch_all(launches):
-    for launch in launches:
-        launch()
+            self.ptr_at[s] = ptr

@@ -19,8 +19,9 @@ that something outside the realization still holds (a tensor, a gradient record,
 outside it): weak references say which, once the realization's own references are let go (`_held`).
 Those nodes get their Buffers and lose their inputs as in the eager run; every other intermediate is
 dropped after its last reader, as the eager run drops it. Not replayed: realizations on a device (their
-placement depends on residency and memory), while a `lt.jit` capture or a profile is active, ones
-smaller than MIN_NODES, and any whose attributes cannot be compared (LAZYTENSOR_REPLAY=0 turns it off).
+placement depends on residency and memory), while a `lt.jit` capture or a profile is active, and those
+runtime/replay/refusals.py lists for "repeats" (ones smaller than MIN_NODES, any whose attributes cannot
+be compared, ...; LAZYTENSOR_REPLAY=0 turns it off), each counted in `lt.counters()["replay_refusals"]`.
 """
 import weakref
 
@@ -30,6 +31,7 @@ from ..counters import COUNTERS
 from ..residency import Buffer
 from . import capture, capturing, host_runner
 from .cache import Bounded
+from .refusals import HOST_VALUES, OFF, OUTSIDE, REPEATS, SMALL, UNCOMPARABLE, refuse
 from .signature import Key, frozen
 
 MIN_NODES = 32   # smaller realizations cost little to plan; their signature would cost about as much
@@ -64,12 +66,14 @@ def realize(order, roots, chain, fuser):
     captured on the second sighting). Returns the Schedule that ran, or None where it replayed."""
     eager = executor.run
     if len(order) < MIN_NODES or not config.get("LAZYTENSOR_REPLAY"):
+        refuse(REPEATS, SMALL if len(order) < MIN_NODES else OFF)
         return eager(order, roots, chain, fuser)
     try:
         key, leaves, first_stream = signature(order, roots, chain, fuser)
         replay = _replays.get(key)
         seen = 0 if replay is not None else _seen.pop(key, 0)
     except (TypeError, ValueError):  # an attribute value that cannot be compared (an array)
+        refuse(REPEATS, UNCOMPARABLE)
         return eager(order, roots, chain, fuser)
     if replay is not None:
         if _replay(replay, order, key.items, leaves, first_stream):
@@ -78,6 +82,7 @@ def realize(order, roots, chain, fuser):
     seen += 1
     if seen < 2:
         if not key.storable():
+            refuse(REPEATS, UNCOMPARABLE)
             return eager(order, roots, chain, fuser)
         _seen.put(key, seen)
         return eager(order, roots, chain, fuser)
@@ -132,12 +137,14 @@ def _capture(key, order, roots, leaves, chain, fuser, first_stream):
         recorder.close()
     program = capture.Program(recorder.steps, recorder.sources, [], [], 0, chain)
     if recorder.refused is not None or program.consts or program.dynamic or not host_runner.supports(program):
+        refuse(REPEATS, recorder.refused or HOST_VALUES)
         return ran
     results = {}
     for step in recorder.steps:
         i = position.get(step.node.id)
         if i is None:
-            return ran  # a kernel for a node outside the order: not a plan of this realization
+            refuse(REPEATS, OUTSIDE)  # a kernel for a node outside the order: not a plan of this realization
+            return ran
         results[i] = step.out
     # a replay's random steps draw from stream stream0 + (their stream - the Recorder's start): with this
     # shift added to the replayed realization's first stream, each draws its node's own stream
