@@ -16,7 +16,7 @@ from .backends.arena import OutOfDeviceMemory
 from .backends.lowering import for_indices
 from .counters import COUNTERS
 from .graph import Node, pending_order
-from .residency import Buffer, is_param
+from .residency import Buffer
 from .schedule import Schedule
 from .transfers import LOG, now
 
@@ -27,15 +27,16 @@ def run(order, roots, chain, fuser):
     steps = planner.schedule(order, roots, chain, fuser).steps
     order.clear()  # the steps hold the nodes now, and let go of each once it ran
     memories = [b.memory for b in chain if not b.is_host]
+    evicted = _evictions(memories)
     ran, replanned, k = [], 0, 0
     while k < len(steps):
         step = steps[k]
         steps[k] = None
         k += 1
-        evictions = sum(m.evictions for m in memories) if memories else 0
+        evictions = evicted()
         as_planned = _run_step(step, chain)
         ran.append(step)
-        if not as_planned or (memories and sum(m.evictions for m in memories) != evictions):
+        if not as_planned or evicted() != evictions:
             steps = planner.schedule(pending_order(roots), roots, chain, fuser).steps
             replanned, k = replanned + 1, 0
     done = Schedule(ran, replanned)
@@ -43,13 +44,25 @@ def run(order, roots, chain, fuser):
     return done
 
 
+def _evictions(memories):
+    """A function counting the evictions of `memories` so far (what tells the run that memory went
+    otherwise than planned)."""
+    if not memories:
+        return lambda: 0
+    if len(memories) == 1:
+        return lambda: memories[0].evictions
+    return lambda: sum(m.evictions for m in memories)
+
+
 def _run_step(step, chain):
     """Run one step and let go of its node; False when it did not run where it was planned."""
     node, backend = step.node, step.runs_on
-    for position, offered in step.offers:
-        placement.remember_offer(offered, node.inputs[position].buffer)
-    for device in step.refused:
-        device.memory.memory_fallbacks += 1  # a request its budget refuses, known before it was made
+    if step.offers:
+        for position, offered in step.offers:
+            placement.remember_offer(offered, node.inputs[position].buffer)
+    if step.refused:
+        for device in step.refused:
+            device.memory.memory_fallbacks += 1  # a request its budget refuses, known before it was made
     if step.group is not None:
         buf, where = _run_group(step.group, backend, chain)
     elif step.follow is not None:
@@ -232,13 +245,21 @@ def _run_on_device(node, operands, backend, launch=None):
 
 def _device_operands(operands, backend):
     """Device views of the operands, uploading those not resident here; None if memory runs out."""
-    args = []
+    args, hits, touch, view = [], 0, backend.memory.touch, backend.view
     for b in operands:
-        if is_param(b):
+        if b.shape == () and b.on_host:  # is_param: travels as a kernel parameter
             args.append(b.host)
             continue
-        (LOG.hit if b.on_device and b.backend is backend else LOG.miss)(backend.name)
-        if not copies.make_resident(b, backend):
-            return None
-        args.append(backend.view(b.device, b.shape, b.dtype))
+        if b.on_device and b.backend is backend:  # resident: as copies.make_resident, without the call
+            touch(b)
+            hits += 1
+        else:
+            LOG.miss(backend.name)
+            if not copies.make_resident(b, backend):
+                if hits:
+                    LOG.hit(backend.name, hits)
+                return None
+        args.append(view(b.device, b.shape, b.dtype))
+    if hits:
+        LOG.hit(backend.name, hits)
     return args

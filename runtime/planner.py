@@ -208,9 +208,7 @@ class _Planner:
         refused = ()
         if self.refused:
             refused, self.refused = tuple(self.refused), []
-        self.steps.append(Step(kind, label, node, backend, copies,
-                               group=group, launches=launches, follow=follow, offers=offers, counted=counted,
-                               refused=refused))
+        self.steps.append(Step(kind, label, node, backend, copies, group, launches, follow, offers, counted, refused))
 
     @staticmethod
     def _download(v, reason):
