@@ -50,6 +50,18 @@ class Node:
         self.buffer = buffer
         buffer.nodes += 1
 
+    @classmethod
+    def leaf(cls, op, buffer):
+        """A realized node with no inputs holding `buffer` (what `Node(op, (), {}, ...)` then `bind`
+        make, built directly: compiled replays make one per value they hand back)."""
+        node = cls.__new__(cls)
+        node.id, node.op, node.inputs, node.attrs = next(_ids), op, (), {}
+        node.shape, node.dtype, node.buffer, node.used = buffer.shape, buffer.dtype, buffer, False
+        buffer.nodes += 1
+        if _made is not None:
+            _made.append(node)
+        return node
+
     @property
     def realized(self):
         return self.buffer is not None

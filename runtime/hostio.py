@@ -99,9 +99,7 @@ def host_view(array, what):
 
 def value_node(buffer):
     """A realized leaf holding `buffer` (a value a compiled step computed)."""
-    node = Node("data", (), {}, buffer.shape, buffer.dtype)
-    node.bind(buffer)
-    return node
+    return Node.leaf("data", buffer)
 
 
 @serialized
