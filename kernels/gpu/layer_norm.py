@@ -7,34 +7,19 @@ import numpy as np
 
 from .. import ops
 from .elementwise import expression
-from .reduce import CHUNK
 from .spec import KernelSpec, cached, ctype
 
 OPS = ops.names(family="layer_norm") & ops.with_kernel("device")
 
 
 def _mean(name, n, value):
-    """`name`_acc = the left fold of `value` (an expression of `at`) over the row. Rows of at least two
-    chunks compute CHUNK values before adding them in order: the same additions, so the same bits, with
-    the loads of a chunk in flight at once (kernels/gpu/reduce.py)."""
-    lines = [f"  double {name}_acc = 0; i64 {name}_k = 0;"]
-    if n >= 2 * CHUNK:
-        lines += [f"  for (; {name}_k + {CHUNK} <= {n}LL; {name}_k += {CHUNK}) {{",
-                  f"    double lt_v[{CHUNK}];",
-                  "    #pragma unroll",
-                  f"    for (int lt_u = 0; lt_u < {CHUNK}; ++lt_u) {{",
-                  f"      const i64 at = lt_base + {name}_k + lt_u;",
-                  f"      lt_v[lt_u] = (double)({value});",
-                  "    }",
-                  "    #pragma unroll",
-                  f"    for (int lt_u = 0; lt_u < {CHUNK}; ++lt_u)",
-                  f"      {name}_acc = {name}_k + lt_u == 0 ? lt_v[lt_u] : {name}_acc + lt_v[lt_u];",
-                  "  }"]
-    return lines + [f"  for (; {name}_k < {n}LL; ++{name}_k) {{",
-                    f"    const i64 at = lt_base + {name}_k;",
-                    f"    const double v = (double)({value});",
-                    f"    {name}_acc = {name}_k == 0 ? v : {name}_acc + v;",
-                    "  }"]
+    """`name` = mean of `value` (an expression of `at`) over the row, rounded like a mean node."""
+    return [f"  double {name}_acc = 0;",
+            f"  for (i64 k = 0; k < {n}LL; ++k) {{",
+            "    const i64 at = lt_base + k;",
+            f"    const double v = (double)({value});",
+            f"    {name}_acc = k == 0 ? v : {name}_acc + v;",
+            "  }"]
 
 
 def _loop(n, body):
