@@ -1,4 +1,5 @@
-"""What CPU this is, in words: the model name and, on Linux, the vendor, family and model numbers.
+"""What CPU this is, in words: the model name and, on Linux, the vendor, family and model numbers and the
+widest SIMD its flags name (a speed figure holds for that CPU only).
 
 Hypervisors often show only a family name ("AMD EPYC"), yet the generations behind one name differ
 enough to change which BLAS is faster (kernels/cpu/gemm.py); the family and model numbers tell them apart.
@@ -6,7 +7,7 @@ enough to change which BLAS is faster (kernels/cpu/gemm.py); the family and mode
 import os
 import platform
 
-_FIELDS = ("model name", "vendor_id", "cpu family", "model")
+_FIELDS = ("model name", "vendor_id", "cpu family", "model", "flags")
 
 
 def _cpuinfo():
@@ -26,10 +27,22 @@ def _cpuinfo():
     return found
 
 
+def vector_width(flags):
+    """The widest SIMD the CPU flags (a /proc/cpuinfo "flags" line) name: "AVX-512", "AVX2", "AVX", "SSE2",
+    or None where the line says nothing (another architecture, no /proc)."""
+    have = set(flags.split())
+    for flag, name in (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("avx", "AVX"), ("sse2", "SSE2")):
+        if flag in have:
+            return name
+    return None
+
+
 def cpu_description():
-    """e.g. "AMD EPYC (AuthenticAMD family 25 model 1), 2 cores, Linux x86_64"."""
+    """e.g. "AMD EPYC (AuthenticAMD family 25 model 17, AVX-512), 2 cores, Linux x86_64"."""
     info = _cpuinfo()
     name = info.get("model name") or platform.processor() or "unknown CPU"
     if "cpu family" in info:
-        name += f" ({info.get('vendor_id', '?')} family {info['cpu family']} model {info.get('model', '?')})"
+        width = vector_width(info.get("flags", ""))
+        name += (f" ({info.get('vendor_id', '?')} family {info['cpu family']} model {info.get('model', '?')}"
+                 f"{', ' + width if width else ''})")
     return f"{name}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}"
