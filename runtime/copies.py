@@ -8,7 +8,14 @@ def upload(buf, block, backend, reason="operand-upload"):
     start = now()
     measured = backend.upload(block, buf.host)
     buf.add_device_copy(block, backend)
+    buf.home = None
     LOG.record("h2d", buf, reason, backend.name, start, measured if measured is not None else now() - start)
+
+
+def upload_reason(buf, backend):
+    """The transfer log's reason for uploading operand `buf` to `backend`: "re-home" for a value the
+    evictor spilled from it (docs/RESIDENCY.md), else "operand-upload"."""
+    return "re-home" if buf.home is backend else "operand-upload"
 
 
 def make_resident(buf, backend, reason="operand-upload"):

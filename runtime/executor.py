@@ -16,7 +16,7 @@ from .backends.arena import OutOfDeviceMemory
 from .backends.lowering import for_indices
 from .counters import COUNTERS
 from .graph import Node, pending_order
-from .residency import Buffer
+from .residency import Buffer, home_of
 from .schedule import Schedule
 from .transfers import LOG, now
 
@@ -27,6 +27,8 @@ def run(order, roots, chain, fuser):
     steps = planner.schedule(order, roots, chain, fuser).steps
     order.clear()  # the steps hold the nodes now, and let go of each once it ran
     memories = [b.memory for b in chain if not b.is_host]
+    for memory in memories:
+        memory.quiet += 1
     evicted = _evictions(memories)
     ran, replanned, k = [], 0, 0
     while k < len(steps):
@@ -189,7 +191,9 @@ def fused_on_host(group, operands, backend):
     if LOG.profiling:
         LOG.kernel(group.root, backend.name, start, now() - start, label=group.label)
     node = group.root
-    return Buffer.host_result(node.id, node.op, out, True)
+    buf = Buffer.host_result(node.id, node.op, out, True)
+    buf.home = home_of(operands)
+    return buf
 
 
 def run_node(node, operands, backend):
@@ -208,7 +212,9 @@ def _run_on_host(node, operands, backend):
             copies.download(b, "host-kernel")
     args = [b.host for b in operands]
     out = backend.launch(node, args)
-    return Buffer.host_result(node.id, node.op, out, exclusive_result(out, args))
+    buf = Buffer.host_result(node.id, node.op, out, exclusive_result(out, args))
+    buf.home = home_of(operands)
+    return buf
 
 
 def _run_on_device(node, operands, backend, launch=None):
@@ -255,7 +261,7 @@ def _device_operands(operands, backend):
             hits += 1
         else:
             LOG.miss(backend.name)
-            if not copies.make_resident(b, backend):
+            if not copies.make_resident(b, backend, copies.upload_reason(b, backend)):
                 if hits:
                     LOG.hit(backend.name, hits)
                 return None

@@ -84,6 +84,7 @@ def host_view_node(node, index, shape=None):
     """A realized leaf viewing `node`'s host array at `index`, reshaped to `shape` if given (no kernel,
     no copy; writes will copy)."""
     leaf = data_node(host_view(node.buffer.host, (index, shape)), exclusive=False)
+    leaf.buffer.home = node.buffer.home  # a view of spilled state returns with it
     recorder = capturing.current()
     if recorder is not None:
         recorder.view(node.buffer, (index, shape), leaf.buffer)

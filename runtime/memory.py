@@ -68,6 +68,9 @@ class DeviceMemory:
         self._scope_peaks = []
         self.evictions = 0
         self.evicted_bytes = 0
+        # realizations run since the last eviction (the executor counts them): placement brings spilled
+        # values back only once the device has been quiet for a while (runtime/placement.py, re-homing)
+        self.quiet = 0
         self._last_gc = (float("-inf"), False)
         self.memory_fallbacks = 0  # requests refused (budget or device full): the kernel ran elsewhere
         self._free_at_start, self._total = backend.mem_info()
@@ -264,7 +267,9 @@ class DeviceMemory:
             if not buf.on_host:
                 copies.download(buf, "eviction")
             self.forget(buf)
+            buf.home = self.backend  # where it returns when there is room (placement: re-homing)
             self.evictions += 1
+            self.quiet = 0
             self.evicted_bytes += buf.nbytes
             return True
         return False

@@ -100,8 +100,10 @@ def following(node, device_name):
 
 def _residency_says_yes(backend, operands):
     """True when every data operand is resident on `backend` (any size is a member), or when running
-    elsewhere would download more device-only bytes than running here uploads."""
-    upload = download = 0
+    elsewhere would download more device-only bytes than running here uploads. A value the evictor
+    spilled from `backend` counts as resident there while the device has room for it again (re-homing:
+    state evicted under pressure comes back once the pressure is gone, docs/RESIDENCY.md)."""
+    upload = download = rehome = 0
     resident = False
     for b in operands:
         if b.shape == () and b.on_host:  # is_param
@@ -110,12 +112,24 @@ def _residency_says_yes(backend, operands):
             resident = True
             if not b.on_host:
                 download += b.nbytes
+        elif b.home is backend:
+            rehome += b.nbytes
         else:
             upload += b.nbytes
+    if rehome:
+        memory = backend.memory
+        if memory.quiet > QUIET_REALIZATIONS and memory.resident_bytes + rehome <= memory.budget:
+            resident = True
+        else:
+            upload += rehome
     if not resident:
         return False
     return upload == 0 or upload <= download  # all resident, or cheaper to upload than to download
 
+
+# Realizations without an eviction before spilled values count as resident again: more than a training
+# step makes, so that a step evicting every time never brings its state back only to spill it again.
+QUIET_REALIZATIONS = 8
 
 RESIDENT_REDUCE_SLICES = 32
 

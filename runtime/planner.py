@@ -22,6 +22,7 @@ from . import constants, devices, fusion, parallel, placement
 from .graph import Node, pending_order, postorder
 from .locking import serialized
 from .memory import bucket
+from .residency import home_of
 from .schedule import Copy, Schedule, Step
 
 
@@ -29,12 +30,12 @@ class PlannedValue:
     """A node's value as the schedule expects it when a kernel reads it (what backends and placement ask)."""
 
     __slots__ = ("node_id", "shape", "dtype", "on_host", "on_device", "backend", "identity", "_host", "nbytes",
-                 "held")
+                 "held", "home")
 
-    def __init__(self, node, on_host, on_device, backend, identity, host=None, nbytes=None):
+    def __init__(self, node, on_host, on_device, backend, identity, host=None, nbytes=None, home=None):
         self.node_id, self.shape, self.dtype = node.id, node.shape, node.dtype  # a tuple, a NumPy dtype
         self.on_host, self.on_device, self.backend = on_host, on_device, backend
-        self.identity, self._host = identity, host
+        self.identity, self._host, self.home = identity, host, home  # home: Buffer.home
         self.nbytes = node.nbytes if nbytes is None else nbytes
         self.held = None  # its size class on a device (memory.bucket), found when first asked
 
@@ -42,7 +43,7 @@ class PlannedValue:
     def of(cls, node):
         """The value of a realized node as it is now (its Buffer is its identity)."""
         buf = node.buffer
-        return cls(node, buf.on_host, buf.on_device, buf.backend, buf, buf.host)
+        return cls(node, buf.on_host, buf.on_device, buf.backend, buf, buf.host, home=buf.home)
 
     @property
     def size(self):
@@ -190,8 +191,9 @@ class _Planner:
             if v.on_device:  # on another device: through the host, and that device forgets it
                 if not v.on_host:
                     copies.append(self._download(v, "device-switch"))
-            copies.append(Copy("h2d", v.node_id, v.nbytes, "operand-upload", backend.name))
-            v.on_device, v.backend = True, backend
+            copies.append(Copy("h2d", v.node_id, v.nbytes, "re-home" if v.home is backend else "operand-upload",
+                               backend.name))
+            v.on_device, v.backend, v.home = True, backend, None
         return True
 
     def _place(self, node, label, operands, backend, copies, group=None, launches=None, follow=None, offers=(),
@@ -200,7 +202,7 @@ class _Planner:
             for v in operands:
                 if not v.on_host:
                     copies.append(self._download(v, "host-kernel"))
-            result = PlannedValue(node, True, False, None, node, nbytes=nbytes)
+            result = PlannedValue(node, True, False, None, node, nbytes=nbytes, home=home_of(operands))
         else:
             result = PlannedValue(node, placement.keeps_host_copy(node, operands), True, backend, node, nbytes=nbytes)
         self.values[node] = result

@@ -24,11 +24,12 @@ class Buffer:
     `host_exclusive` is True when nothing else can see the host array's memory, so a host write may
     modify it in place. `node_id`/`op` name the value in transfer records. `nodes` counts the nodes it
     was bound to (Node.bind; lowered only where the engine saw one go: lt.jit's donor search): where
-    it is 1, the Buffer is no other node's.
+    it is 1, the Buffer is no other node's. `home`: the device the evictor spilled its copy from, until
+    it is uploaded again (placement brings such values back when there is room: docs/RESIDENCY.md).
     """
 
     __slots__ = ("host", "device", "backend", "state", "host_exclusive", "node_id", "op", "shape", "dtype",
-                 "nodes", "__weakref__")
+                 "nodes", "home", "__weakref__")
 
     def __init__(self, node_id, op, shape, dtype):
         self.host = None
@@ -37,6 +38,7 @@ class Buffer:
         self.state = Residency.PENDING
         self.host_exclusive = False
         self.nodes = 0
+        self.home = None
         self.node_id, self.op, self.shape, self.dtype = node_id, op, tuple(shape), np.dtype(dtype)
 
     @classmethod
@@ -45,7 +47,7 @@ class Buffer:
         `Buffer(node_id, op, array.shape, array.dtype).set_host_result(array, exclusive)` makes, without
         converting a shape and dtype an ndarray already has in normal form (one per kernel run)."""
         buf = cls.__new__(cls)
-        buf.device = buf.backend = None
+        buf.device = buf.backend = buf.home = None
         buf.node_id, buf.op, buf.shape, buf.dtype = node_id, op, array.shape, array.dtype
         buf.host, buf.host_exclusive, buf.state = array, bool(exclusive), HOST
         buf.nodes = 0
@@ -124,6 +126,15 @@ class Buffer:
     @property
     def on_device(self):
         return self.state in (DEVICE, BOTH)
+
+
+def home_of(operands):
+    """The device a host kernel's result belongs to: the first `home` among its operands (a value made on
+    the host from state the evictor spilled is that state's successor, and returns with it), else None."""
+    for b in operands:
+        if b.home is not None:
+            return b.home
+    return None
 
 
 def is_param(value):

@@ -85,7 +85,7 @@ class DeviceReplay:
             else:
                 LOG.miss(device.name)
                 self.hits += len(uses) - 1
-                if not copies.make_resident(buf, device):
+                if not copies.make_resident(buf, device, copies.upload_reason(buf, device)):
                     raise NoMemory()
             self.pin(buf)
             runner.point(s, buf.device.ptr)

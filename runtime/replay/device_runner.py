@@ -195,8 +195,7 @@ class DeviceRunner(Runner):
             return
         self._updates, self.can_update = updates, True
         self._update_specs = [(s, k, steps[k].node.shape, steps[k].node.dtype) for s, k in updates.items()]
-        self._update_allocations = [(s, (s, node.id, node.op, node.shape, node.dtype, node.nbytes))
-                                    for s, node in ((s, steps[k].node) for s, k in updates.items())]
+        self._update_allocations = [(s, _allocation(s, steps[k].node)) for s, k in updates.items()]
         self._update_bytes = {s: bucket(max(steps[k].node.nbytes, 1)) for s, k in updates.items()}
         # Slots of bound values (only those can hold a donor: the program holds its constants), by the
         # last step that reads each: an old value may be overwritten only after its last reader.
@@ -277,8 +276,7 @@ class DeviceRunner(Runner):
                 if updating and s in self._updates:
                     pass  # its block: its donor's or its own, set at the first update (_begin_updates)
                 elif s not in internal:
-                    node = step.node
-                    allocate = (act.allocate, (s, node.id, node.op, node.shape, node.dtype, node.nbytes))
+                    allocate = (act.allocate, _allocation(s, step.node))
                     (early if updating and k > first_update else actions).append(allocate)
                 if k == first_update:
                     at = len(actions)  # what can fail from here on moves here, before the first update
@@ -408,3 +406,8 @@ class DeviceRunner(Runner):
             for p, i in self.ptr_uses[s]:
                 p.set_pointer(i, ptr)
             self.ptr_at[s] = ptr
+
+
+def _allocation(slot, node):
+    """What `device_replay.allocate` needs to make slot `slot`'s Buffer for `node`'s value."""
+    return (slot, node.id, node.op, node.shape, node.dtype, node.nbytes)
