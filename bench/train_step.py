@@ -4,7 +4,9 @@ then replayed) and PyTorch eager CPU, on the same weights and batches. The eager
 repeated realization from the fourth step on (runtime/replay/repeats.py; the first step differs: it creates
 the optimizer's state) and builds its backward pass from a recording from the third on
 (lazytensor/backward_replay.py); `--contenders ... planned` adds the eager step planned and its
-backward built by the rules at every step (LAZYTENSOR_REPLAY=0).
+backward built by the rules at every step (LAZYTENSOR_REPLAY=0), and `--contenders ... inductor` PyTorch
+with the model wrapped in `torch.compile` (TorchInductor's fused C++ kernels; clip and AdamW eager; the
+first warm-up step compiles, which takes a minute or more: give it --warmup 3 at least).
 
     python bench/train_step.py [--models cli user] [--configs tiny small] [--threads 1 2]
                                [--rounds 5] [--steps 6] [--warmup 3]
@@ -33,7 +35,8 @@ from harness import thread_env  # bench/ is the script's folder, first on the pa
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.join(HERE, "..", "tests")
-CONTENDERS = ("lazytensor", "compiled", "pytorch")  # the default; "planned" on request
+CONTENDERS = ("lazytensor", "compiled", "pytorch")  # the default; "planned" and "inductor" on request
+PYTORCH = ("pytorch", "inductor")
 
 
 def prepare(model_kind, config, steps, path):
@@ -85,16 +88,18 @@ def _lazytensor_step(model_kind, sizes, weights, compiled):
     return lambda x, y: step(model, opt, lt.tensor(x), lt.tensor(y)).item()
 
 
-def _pytorch_step(model_kind, sizes, weights, threads):
+def _pytorch_step(model_kind, sizes, weights, threads, inductor=False):
+    """PyTorch's training step on the same weights; with `inductor`, the model runs through torch.compile."""
     import types
     import torch
     torch.set_num_threads(threads)
     tensors = {k: torch.from_numpy(v.copy()) for k, v in weights.items()}
     if model_kind == "cli":
         from torch_gpt import TorchGPT, _name_map
-        model = TorchGPT(types.SimpleNamespace(**sizes))
+        eager_model = TorchGPT(types.SimpleNamespace(**sizes))
         mapping = _name_map(sizes["n_layer"])
-        model.load_state_dict({mapping[k]: v for k, v in tensors.items() if k in mapping})
+        eager_model.load_state_dict({mapping[k]: v for k, v in tensors.items() if k in mapping})
+        model = torch.compile(eager_model) if inductor else eager_model
         decay = [p for p in model.parameters() if p.dim() >= 2]
         no_decay = [p for p in model.parameters() if p.dim() < 2]
         opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
@@ -110,9 +115,10 @@ def _pytorch_step(model_kind, sizes, weights, threads):
         return step
     import user_gpt
     gpt, optimizer, step = user_gpt.make(torch)
-    model = gpt(sizes["vocab_size"], sizes["n_layer"], sizes["n_head"], sizes["n_embd"], sizes["block_size"])
-    model.load_state_dict(tensors)
-    opt = optimizer(model)
+    eager_model = gpt(sizes["vocab_size"], sizes["n_layer"], sizes["n_head"], sizes["n_embd"], sizes["block_size"])
+    eager_model.load_state_dict(tensors)
+    opt = optimizer(eager_model)
+    model = torch.compile(eager_model) if inductor else eager_model
     return lambda x, y: step(model, opt, torch.from_numpy(x), torch.from_numpy(y)).item()
 
 
@@ -126,10 +132,10 @@ def worker(contender, model_kind, path, warmup, threads):
     weights = {k[len("param/"):]: data[k] for k in data.files if k.startswith("param/")}
     if contender == "planned":
         os.environ["LAZYTENSOR_REPLAY"] = "0"
-    if contender != "pytorch":
+    if contender not in PYTORCH:
         step = _lazytensor_step(model_kind, sizes, weights, contender == "compiled")
     else:
-        step = _pytorch_step(model_kind, sizes, weights, threads)
+        step = _pytorch_step(model_kind, sizes, weights, threads, inductor=contender == "inductor")
     xs, ys = data["x"], data["y"]
     times = []
     for i in range(len(xs)):
@@ -157,7 +163,7 @@ def main():
     ap.add_argument("--models", nargs="+", default=["cli", "user"], choices=["cli", "user"])
     ap.add_argument("--configs", nargs="+", default=["tiny", "small"])
     ap.add_argument("--threads", nargs="+", type=int, default=[1, 2])
-    ap.add_argument("--contenders", nargs="+", default=list(CONTENDERS), choices=CONTENDERS + ("planned",))
+    ap.add_argument("--contenders", nargs="+", default=list(CONTENDERS), choices=CONTENDERS + ("planned", "inductor"))
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=6, help="timed steps per process")
     ap.add_argument("--warmup", type=int, default=3)
