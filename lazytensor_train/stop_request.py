@@ -1,7 +1,10 @@
 """Ctrl-C (SIGINT) or SIGTERM during training asks the loop to stop after the current step.
 
 The first signal sets a flag the loop checks between steps, so the step finishes and its outputs are
-written; a second one stops at once (KeyboardInterrupt), as a user pressing Ctrl-C twice expects.
+written; a second one stops at once (KeyboardInterrupt), as a user pressing Ctrl-C twice expects. Where
+the second one lands inside a callback Python cannot raise from (a weak reference's, a finalizer), Python
+would report it as "Exception ignored" with a traceback and go on: it is caught there silently instead, and
+the next `poll()` (between steps) raises it.
 A data-parallel rank also watches a file its launcher (`lazytensor train --nproc N`) writes when the
 launcher is signalled: the file counts as the first signal, so the launcher's second signal, sent on
 to the ranks, stops them at once.
@@ -25,9 +28,15 @@ class StopRequest:
         self._notice = notice
         self._watch = None if watch is None else os.path.join(watch, STOP_FILE)
         self._previous = {}
+        self._hook = None  # sys.unraisablehook before __enter__
+        self.swallowed = False  # a second signal's KeyboardInterrupt landed where Python could not raise it
 
     def poll(self):
-        """The name of the signal that asked to stop ("SIGINT" or "SIGTERM"), or None."""
+        """The name of the signal that asked to stop ("SIGINT" or "SIGTERM"), or None; raises the
+        KeyboardInterrupt of a second signal that a callback swallowed."""
+        if self.swallowed:
+            self.swallowed = False
+            raise KeyboardInterrupt
         if self.requested is None and self._watch is not None and os.path.exists(self._watch):
             try:
                 with open(self._watch) as f:
@@ -45,16 +54,25 @@ class StopRequest:
             print(f"\n{self.requested}: stopping after this step (again to stop at once)", file=self._notice,
                   flush=True)
 
+    def _unraisable(self, info):
+        if issubclass(info.exc_type, KeyboardInterrupt) and self.requested is not None:
+            self.swallowed = True  # ours, raised inside a callback: poll() raises it where it can
+            return
+        self._hook(info)
+
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():  # signals reach the main thread only
             for sig in self.SIGNALS:
                 self._previous[sig] = signal.signal(sig, self._handle)
+            self._hook, sys.unraisablehook = sys.unraisablehook, self._unraisable
         return self
 
     def __exit__(self, *exc):
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous.clear()
+        if self._hook is not None:
+            sys.unraisablehook, self._hook = self._hook, None
         return False
 
 

@@ -85,3 +85,20 @@ def test_a_second_ctrl_c_stops_at_once_and_says_that_no_checkpoint_exists(tmp_pa
     assert len(lines) == 1 and re.fullmatch(r"lazytensor train: stopped at once during step \d+; no checkpoint "
                                             r"was written", lines[0]), err
     assert not (tmp_path / "c.npz").exists()
+
+
+def test_a_second_ctrl_c_landing_in_a_callback_stops_at_the_next_poll_without_a_traceback(capsys):
+    import weakref
+    from lazytensor_train.stop_request import StopRequest
+
+    class Value:
+        pass
+    with StopRequest(notice=None) as stop:
+        stop._handle(signal.SIGINT, None)  # the first Ctrl-C: stop after this step
+        value = Value()
+        ref = weakref.ref(value, lambda _: stop._handle(signal.SIGINT, None))  # the second, inside a callback
+        del value
+        assert ref() is None and stop.swallowed
+        with pytest.raises(KeyboardInterrupt):
+            stop.poll()
+    assert "Traceback" not in capsys.readouterr().err
