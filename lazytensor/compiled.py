@@ -35,7 +35,6 @@ import numpy as np
 
 from . import dtypes, grad_mode
 from .runtime import devices, hostio, scheduler
-from .runtime.graph import Node
 from .runtime.replay import capturing, refusals
 from .runtime.replay.cache import Bounded
 from .runtime.replay.capture import Recorder
@@ -405,7 +404,7 @@ def _donors(variant):
     of its node (for a .grad, the owner lets go of the grad tensor too): where a weak reference then says
     nothing else held it, and its Buffer was bound to no other node, the value is a donor, handed back
     at once on a new node (a new grad tensor) of the same Buffer; else it is handed back as it was."""
-    donors, leaf = {}, Node.leaf
+    donors = {}
     for ref, k in variant.rebinds:
         t = ref()
         if t is None or t._node.buffer.nodes != 1:
@@ -416,7 +415,7 @@ def _donors(variant):
             t._node = node()
             continue
         buf.nodes -= 1  # that node is gone
-        t._node = leaf("data", buf)  # hostio.value_node, without the call
+        t._node = hostio.value_node(buf)
         donors[k] = buf
     for ref, k, _ in variant.regrads:
         t = ref()

@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from . import constants, devices, fusion, parallel, placement
+from .copies import upload_reason
 from .graph import Node, pending_order, postorder
 from .locking import serialized
 from .memory import bucket
@@ -191,8 +192,7 @@ class _Planner:
             if v.on_device:  # on another device: through the host, and that device forgets it
                 if not v.on_host:
                     copies.append(self._download(v, "device-switch"))
-            copies.append(Copy("h2d", v.node_id, v.nbytes, "re-home" if v.home is backend else "operand-upload",
-                               backend.name))
+            copies.append(Copy("h2d", v.node_id, v.nbytes, upload_reason(v, backend), backend.name))
             v.on_device, v.backend, v.home = True, backend, None
         return True
 

@@ -198,4 +198,3 @@ def _held(order, key, results):
             if i in results:
                 node.inputs = ()
     return held
-
