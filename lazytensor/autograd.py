@@ -13,6 +13,7 @@ from .dtypes import bool_
 from .elementwise import where
 from .grad_mode import is_grad_enabled, set_grad_enabled
 from .kernels.ops import names
+from .recompute import remade_saved
 from .runtime.replay.refusals import BACKWARD, EXPLICIT, refuse
 from .tensor import Tensor
 
@@ -72,7 +73,9 @@ def _accumulate(acc, pg, create_graph):
     return acc + pg
 
 
-def _topo(root):
+def _topo(root, stop=()):
+    """The tensors whose gradients a backward from `root` needs, inputs first; the walk does not go
+    past a tensor whose id is in `stop` (a recomputed record's inputs: lazytensor/recompute.py)."""
     order, seen, stack = [], set(), [(root, False)]
     while stack:
         t, expanded = stack.pop()
@@ -84,7 +87,7 @@ def _topo(root):
         seen.add(id(t))
         stack.append((t, True))
         fn = t._grad_fn
-        if fn is not None:
+        if fn is not None and id(t) not in stop:
             for p in fn.parents:
                 if p.requires_grad and id(p) not in seen:
                     stack.append((p, False))
@@ -129,6 +132,8 @@ def backward(tensor, gradient=None, retain_graph=None, create_graph=False):
         raise ValueError(f"backward(): gradient must be a tensor of shape {tensor.shape}")
     retain = create_graph if retain_graph is None else retain_graph
     order = _topo(tensor)
+    if not create_graph:  # (the rules read the inputs with their history then, not saved values)
+        remade_saved(order)
     if gradient is None and not create_graph:
         backward_replay.build(tensor, order, retain, lambda: _by_rules(tensor, order, None, retain, False))
     else:
@@ -144,43 +149,52 @@ def _by_rules(tensor, order, gradient, retain, create_graph):
         implicit = gradient is None
         if implicit:
             gradient = ones_like(tensor)
-        grads = {id(tensor): gradient}
-        handed = set() if implicit else {id(gradient)}  # tensors someone holds: each leaf gets its own
-        for t in reversed(order):
-            g = grads.pop(id(t), None)
-            if g is None:
+        _walk(order, {id(tensor): gradient}, set() if implicit else {id(gradient)}, retain, create_graph)
+
+
+def _walk(order, grads, handed, retain, create_graph, stop=()):
+    """Run the rules over `order` from the last tensor back, starting from the gradients in `grads`
+    (id -> tensor); leaves get their .grad. The gradients of the tensors whose ids are in `stop` are left
+    in `grads` (returned), their records not run. `handed`: ids of gradient tensors someone holds."""
+    for t in reversed(order):
+        key = id(t)
+        if key in stop:
+            continue
+        g = grads.pop(key, None)
+        if g is None:
+            continue
+        if isinstance(g, _Pieces):
+            g = g.tensor()
+        fn = t._grad_fn
+        if fn is None:
+            if t.grad is not None:
+                t.grad = t.grad + g
                 continue
-            if isinstance(g, _Pieces):
-                g = g.tensor()
-            fn = t._grad_fn
-            if fn is None:
-                if t.grad is not None:
-                    t.grad = t.grad + g
-                    continue
-                if id(g) in handed:  # a rule handed one tensor to several leaves (add's): a handle each
-                    g = g.detach()
-                handed.add(id(g))
-                t.grad = g
+            if id(g) in handed:  # a rule handed one tensor to several leaves (add's): a handle each
+                g = g.detach()
+            handed.add(id(g))
+            t.grad = g
+            continue
+        if fn.saved is None:
+            raise RuntimeError("backward(): trying to backward through the graph a second time (its saved "
+                               "values were released by the first backward); pass retain_graph=True to "
+                               "the first backward() if you need to")
+        if create_graph:  # differentiate through the gradient: use the tensors with their history
+            inputs, out = list(fn.parents), t
+        else:
+            inputs, out = [Tensor(node) for node in fn.saved], Tensor(fn.out)
+        parents = fn.parents
+        if not retain:  # released as PyTorch releases saved tensors: the inputs' values can go
+            fn.saved = None
+            fn.parents = ()
+        for parent, pg in zip(parents, VJP[fn.op](inputs, out, fn.attrs, g)):
+            if pg is None or not parent.requires_grad:
                 continue
-            if fn.saved is None:
-                raise RuntimeError("backward(): trying to backward through the graph a second time (its saved "
-                                   "values were released by the first backward); pass retain_graph=True to "
-                                   "the first backward() if you need to")
-            if create_graph:  # differentiate through the gradient: use the tensors with their history
-                inputs, out = list(fn.parents), t
-            else:
-                inputs, out = [Tensor(node) for node in fn.saved], Tensor(fn.out)
-            parents = fn.parents
-            if not retain:  # released as PyTorch releases saved tensors: the inputs' values can go
-                fn.saved = None
-                fn.parents = ()
-            for parent, pg in zip(parents, VJP[fn.op](inputs, out, fn.attrs, g)):
-                if pg is None or not parent.requires_grad:
-                    continue
-                if pg._node.dtype != parent._node.dtype:
-                    pg = pg.to(parent.dtype)
-                key = id(parent)
-                grads[key] = pg if key not in grads else _accumulate(grads[key], pg, create_graph)
+            if pg._node.dtype != parent._node.dtype:
+                pg = pg.to(parent.dtype)
+            key = id(parent)
+            grads[key] = pg if key not in grads else _accumulate(grads[key], pg, create_graph)
+    return grads
 
 
 # ---- vector-Jacobian products: (inputs, out, attrs, grad) -> one gradient (or None) per input ----------
@@ -389,6 +403,33 @@ def _conv_product(inputs, out, attrs, g):
     return (dx, None, dw)
 
 
+def _recompute(inputs, out, attrs, g):
+    """A recomputed record's gradients (lazytensor/recompute.py): its function run again on the saved
+    inputs, recording, and that graph differentiated back to them: the nodes recording it op by op
+    would have made, made from the inputs instead of from kept intermediates. While building a
+    differentiable gradient (create_graph) the function runs on the inputs with their history. A record
+    given its own `gradient` formula gets that instead."""
+    kwargs = {k: v for k, v in attrs.items() if k not in ("fn", "name", "gradient")}
+    if "gradient" in attrs:
+        return attrs["gradient"](g, *inputs, **kwargs)
+    create = is_grad_enabled()
+    if not create:
+        for x in inputs:  # fresh handles on the saved values (_walk made them for this call)
+            x.requires_grad = x.dtype.is_floating_point or x.dtype.is_complex
+    with set_grad_enabled(True):
+        y = attrs["fn"](*inputs, **kwargs)
+    stop = {id(x) for x in inputs}
+    if not y.requires_grad:
+        return tuple(None for _ in inputs)
+    grads = _walk(_topo(y, stop), {id(y): g}, set(), create, create, stop)
+    result, given = [], set()
+    for x in inputs:
+        pg = grads.get(id(x)) if id(x) not in given else None  # an input passed twice gets its gradient once
+        given.add(id(x))
+        result.append(pg.tensor() if isinstance(pg, _Pieces) else pg)
+    return tuple(result)
+
+
 _SQRT_PI_2 = 2.0 / math.sqrt(math.pi)
 
 VJP = {
@@ -465,6 +506,7 @@ VJP = {
     "conv_product": _conv_product,
     "col2im": lambda inputs, out, attrs, g: (
         Tensor._from_op("im2col", (g,), {**attrs, "pad_value": 0.0}, inputs[0].shape, g.dtype),),
+    "recompute": _recompute,
     "cumprod": lambda inputs, out, attrs, g: (
         Tensor._from_op("cumprod_grad", (inputs[0], g), attrs, inputs[0].shape, inputs[0].dtype),),
 }

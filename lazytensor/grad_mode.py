@@ -5,6 +5,7 @@ a GradFn (their rules are in lazytensor/autograd.py, which refuses to load with 
 give constants. The walk over the records (`backward`) is in lazytensor/autograd.py.
 """
 import contextlib
+import weakref
 
 from .kernels.ops import OPS
 
@@ -54,19 +55,31 @@ def is_inference_mode_enabled():
 
 
 class GradFn:
-    """What backward needs of one op: its name, the input tensors, their values then, attrs, its output."""
+    """What backward needs of one op: its name, the input tensors, their values then, attrs, its output.
 
-    __slots__ = ("op", "parents", "saved", "attrs", "out")
+    A saved value is the input's node, or the `Remake` of an input a recomputed record made (its value
+    made again from that record's inputs when backward needs it: lazytensor/recompute.py). `remake`:
+    this record's own Remake, where its output may be made again instead of kept."""
+
+    __slots__ = ("op", "parents", "saved", "attrs", "out", "remake", "__weakref__")
 
     def __init__(self, op, parents, attrs, out_node):
         self.op = op
         self.parents = parents
-        self.saved = tuple([p._node for p in parents])  # the values as they were, even after host writes
+        # the values as they were, even after host writes
+        self.saved = tuple([p._node if p._grad_fn is None or p._grad_fn.remake is None else p._grad_fn.remake
+                            for p in parents])
         self.attrs = attrs
         self.out = out_node
+        self.remake = None
+
+    @property
+    def name(self):
+        """What a user reads: the op, or the name a recomputed record was given (lazytensor/recompute.py)."""
+        return self.attrs["name"] if self.op == "recompute" else self.op
 
     def __repr__(self):
-        return f"<GradFn {self.op}>"
+        return f"<GradFn {self.name}>"
 
 
 def record(out, op, inputs, attrs):
@@ -82,3 +95,25 @@ def record(out, op, inputs, attrs):
         return  # not differentiable (comparisons, argmax, integer outputs): the result is a constant
     out.requires_grad = True
     out._grad_fn = GradFn(op, tuple(inputs), attrs, out._node)
+
+
+def record_recomputed(out, inputs, attrs, remade):
+    """Attach one "recompute" GradFn to `out` (made from `inputs` with recording off) that keeps only the
+    inputs; `attrs` holds the function (`fn`), its `name` and its keyword arguments. `remade`: records
+    that save `out` save its Remake instead of its value."""
+    out.requires_grad = True
+    fn = out._grad_fn = GradFn("recompute", tuple(inputs), attrs, out._node)
+    if remade:
+        fn.remake = Remake(fn, out._node)
+
+
+class Remake:
+    """A recomputed record's output as other records save it: weak references to the record (whose saved
+    inputs make it again; weak, since the record holds its Remake) and to the node it made, used instead
+    where that still has its value. The records that saved it hold their inputs' tensors, and so the
+    record, until backward has run them."""
+
+    __slots__ = ("record", "out")
+
+    def __init__(self, record, out_node):
+        self.record, self.out = weakref.ref(record), weakref.ref(out_node)

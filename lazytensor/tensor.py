@@ -245,7 +245,7 @@ class Tensor:
         if arr.size == 0:
             suffix = f", size={self.shape}" + (f", dtype={self.dtype!r}" if self.dtype != dtypes.float32 else "")
         if self._grad_fn is not None:
-            suffix += f", grad_fn=<{self._grad_fn.op}>"
+            suffix += f", grad_fn=<{self._grad_fn.name}>"
         elif self.requires_grad:
             suffix += ", requires_grad=True"
         return f"tensor({body}{suffix})"

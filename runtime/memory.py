@@ -17,10 +17,13 @@ from .locking import ENGINE_LOCK
 
 
 def bucket(nbytes):
-    """The size class a request is served from: multiples of 512 B below 1 MiB, of 1 MiB above."""
-    if nbytes < 2 ** 20:
+    """The size class a request is served from: multiples of 512 B below 1 MiB; above, sixteen classes
+    per doubling (a 2.25 MiB weight is held in 2.25 MiB, not 3), so a block is at most 1/16 larger than
+    its request."""
+    if nbytes <= 2 ** 20:
         return max(512, -(-nbytes // 512) * 512)
-    return -(-nbytes // 2 ** 20) * 2 ** 20
+    step = 2 ** ((nbytes - 1).bit_length() - 5)
+    return -(-nbytes // step) * step
 
 
 # A budget set with lt.set_memory_budget() before a device starts applies to it when it starts.

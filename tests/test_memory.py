@@ -29,9 +29,15 @@ def test_arena_is_first_fit_and_reports_fragmentation():
 
 
 @pytest.mark.parametrize("n,want", [(0, 512), (1, 512), (512, 512), (513, 1024), (2 ** 20, 2 ** 20),
-                                    (2 ** 20 + 1, 2 ** 21)])
+                                    (2 ** 20 + 1, 2 ** 20 + 2 ** 16), (1536 * 384 * 4, 1536 * 384 * 4),
+                                    (2 ** 21 + 1, 2 ** 21 + 2 ** 17), (2 ** 30 - 1, 2 ** 30)])
 def test_size_buckets(n, want):
     assert bucket(n) == want
+
+
+@pytest.mark.parametrize("n", [2 ** 20 + 1, 1152 * 384 * 4 + 4, 3 * 2 ** 20 + 12345, 10 ** 9 + 7, 2 ** 33 + 1])
+def test_a_block_above_a_mebibyte_is_at_most_a_sixteenth_larger_than_its_request(n):
+    assert n <= bucket(n) <= n + n // 16
 
 
 def test_caching_allocator_reuses_a_freed_block_before_allocating(virtual):

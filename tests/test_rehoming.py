@@ -9,9 +9,9 @@ from lazytensor import nn
 TIGHT = 400_000  # bytes: the MLP's parameters, moments and activations do not fit, so state is spilled
 
 
-def _training(seed=0):
+def _training(seed=0, activation=nn.GELU):
     lt.manual_seed(seed)
-    model = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 256), nn.GELU(), nn.Linear(256, 10))
+    model = nn.Sequential(nn.Linear(64, 256), activation(), nn.Linear(256, 256), activation(), nn.Linear(256, 10))
     opt = lt.optim.AdamW(model.parameters(), lr=1e-3)
     rng = np.random.default_rng(seed)
 
@@ -59,11 +59,13 @@ def test_a_budget_that_stays_tight_moves_the_same_copies_every_step(virtual):
 
 
 def test_spilled_and_rehomed_steps_give_the_losses_of_a_run_without_a_budget(virtual):
+    """With ops of the bit-identical class: a transcendental (GELU's erf) that pressure moves to the
+    host's kernels may differ there in the last unit (docs/NUMERICS.md), and so the later losses."""
     virtual(memory="64MB", offload="policy")
-    free = _training()
+    free = _training(activation=nn.ReLU)
     want = [free()[0] for _ in range(14)]
     virtual(memory="64MB", offload="policy")
-    step = _training()
+    step = _training(activation=nn.ReLU)
     got = [step()[0] for _ in range(2)]
     lt.set_memory_budget(TIGHT)
     got += [step()[0] for _ in range(3)]

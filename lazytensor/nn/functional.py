@@ -7,6 +7,7 @@ from ..activations import log_softmax, softmax  # noqa: F401  (re-exported)
 from ..creation import arange, full, ones
 from ..indexing import embedding_rows
 from ..random import bernoulli_mask
+from ..recompute import recomputed
 from ..shape_ops import cat
 from ..tensor import Tensor
 from . import losses as _losses
@@ -19,6 +20,7 @@ from .activation_functions import (celu, elu, glu, hardsigmoid, hardswish, hardt
                                    threshold)
 
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
 def linear(x, weight, bias=None):
@@ -33,30 +35,53 @@ def embedding(idx, weight):
 
 
 def gelu(x, approximate="none"):
-    """0.5 * x * (1 + erf(x / sqrt(2))) (exact); approximate="tanh" uses the tanh formula."""
+    """0.5 * x * (1 + erf(x / sqrt(2))) (exact); approximate="tanh" uses the tanh formula. Backward keeps
+    x alone and makes the formula's values again (lazytensor/recompute.py)."""
     if approximate == "tanh":
-        return 0.5 * x * (1.0 + ((x + 0.044715 * x * x * x) * math.sqrt(2.0 / math.pi)).tanh())
+        return recomputed("gelu", _gelu_tanh, x)
     if approximate != "none":
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return recomputed("gelu", _gelu_erf, x, gradient=_gelu_erf_gradient)
+
+
+def _gelu_erf(x):
     return 0.5 * x * (1.0 + (x * _INV_SQRT2).erf())
+
+
+def _gelu_erf_gradient(g, x):
+    """g * (cdf(x) + x * pdf(x)), PyTorch's formula: one expression of g and x (one fused kernel)."""
+    return (g * (0.5 * (1.0 + (x * _INV_SQRT2).erf()) + x * ((x * x * -0.5).exp() * _INV_SQRT_2PI)),)
+
+
+def _gelu_tanh(x):
+    return 0.5 * x * (1.0 + ((x + 0.044715 * x * x * x) * math.sqrt(2.0 / math.pi)).tanh())
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     """(x - mean) / sqrt(var + eps) over the trailing `normalized_shape` dims (biased variance), then
-    * weight + bias. The normalization is one node (definition: kernels/reference/layer_norm.py)."""
+    * weight + bias. The normalization is one node (definition: kernels/reference/layer_norm.py); with a
+    weight, backward keeps x and normalizes it again for the weight's gradient (lazytensor/recompute.py)
+    instead of keeping the normalized value."""
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     if x.shape[x.ndim - len(shape):] != shape:
         raise ValueError(f"layer_norm: input of shape {x.shape} does not end in normalized_shape {shape}")
     if not x.dtype.is_floating_point:
         x = x.float()
-    dims = tuple(range(x.ndim - len(shape), x.ndim))
-    out = Tensor._from_op("layer_norm", (x,), {"axes": dims, "eps": float(eps), "dtype": x.dtype.np},
-                          x.shape, x.dtype)
-    if weight is not None:
-        out = out * weight
-    if bias is not None:
-        out = out + bias
-    return out
+    axes, eps = tuple(range(x.ndim - len(shape), x.ndim)), float(eps)
+    if weight is None:
+        out = _normalized(x, axes=axes, eps=eps, scaled=False)
+        return out if bias is None else out + bias
+    affine = (weight,) if bias is None else (weight, bias)
+    return recomputed("layer_norm", _normalized, x, *affine, axes=axes, eps=eps, scaled=True)
+
+
+def _normalized(x, *affine, axes, eps, scaled):
+    """layer_norm's node, times the first of `affine` if `scaled`, plus the next one if any."""
+    out = Tensor._from_op("layer_norm", (x,), {"axes": axes, "eps": eps, "dtype": x.dtype.np}, x.shape, x.dtype)
+    if scaled:
+        out = out * affine[0]
+        affine = affine[1:]
+    return out + affine[0] if affine else out
 
 
 def dropout(x, p=0.5, training=True, inplace=False):
