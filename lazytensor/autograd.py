@@ -187,7 +187,7 @@ def _walk(order, grads, handed, retain, create_graph, stop=()):
         if not retain:  # released as PyTorch releases saved tensors: the inputs' values can go
             fn.saved = None
             fn.parents = ()
-        for parent, pg in zip(parents, VJP[fn.op](inputs, out, fn.attrs, g)):
+        for parent, pg in zip(parents, RULES[fn.op](inputs, out, fn.attrs, g)):
             if pg is None or not parent.requires_grad:
                 continue
             if pg._node.dtype != parent._node.dtype:
@@ -506,11 +506,12 @@ VJP = {
     "conv_product": _conv_product,
     "col2im": lambda inputs, out, attrs, g: (
         Tensor._from_op("im2col", (g,), {**attrs, "pad_value": 0.0}, inputs[0].shape, g.dtype),),
-    "recompute": _recompute,
     "cumprod": lambda inputs, out, attrs, g: (
         Tensor._from_op("cumprod_grad", (inputs[0], g), attrs, inputs[0].shape, inputs[0].dtype),),
 }
 
+
+RULES = {**VJP, "recompute": _recompute}  # the ops' rules, and recomputed records' (lazytensor/recompute.py)
 
 _missing = names(grad="rule") - VJP.keys()
 if _missing:  # an op marked differentiable must not silently become a constant
