@@ -158,3 +158,4 @@ def test_a_repeated_backward_through_gelu_and_layer_norm_is_replayed_with_the_sa
     before = lt.counters()["replayed_backwards"]
     assert step() == first
     assert lt.counters()["replayed_backwards"] == before + 1
+

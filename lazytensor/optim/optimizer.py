@@ -5,6 +5,7 @@ updates lazily, then realizes the new parameters and state together, so they sta
 parameters live."""
 import functools
 import math
+import weakref
 
 import numpy as np
 
@@ -308,7 +309,26 @@ class AdamW(Optimizer):
         # One scheduler run for the whole step (forward, backward, updates); then (p, m, v) are views
         # of each update's result: on the host free views, else three slices realized together.
         # The parameter and its moments keep their tensor objects (lt.jit replays update them).
-        realize(*(packed for _, packed in updates))
+        # Where a device may run an update, they point at their slices before that run: the old values
+        # are then held by their update alone and freed as it runs, not all kept until every update has
+        # run (which held the optimizer state twice over at the step's end). A step that raises leaves
+        # each parameter whose update had not run as it was (weak references: held, they would stay).
+        old = []
+        if not host_only:
+            for members, packed in updates:
+                (p, st), = members
+                for k, t in enumerate((p, st["exp_avg"], st["exp_avg_sq"])):
+                    old.append((t, weakref.ref(t._node)))
+                    t._node = row(packed, k)._node
+        try:
+            realize(*(packed for _, packed in updates))
+        except BaseException:
+            for t, ref in old:
+                node = ref()
+                if node is not None:
+                    t._node = node
+            raise
+        old = None
         pending = []
         for members, packed in updates:
             buf = packed._node.buffer
@@ -327,10 +347,12 @@ class AdamW(Optimizer):
                 st["exp_avg"]._node = host_view_node(packed._node, 1)
                 st["exp_avg_sq"]._node = host_view_node(packed._node, 2)
             else:
-                p._node = row(packed, 0)._node
-                st["exp_avg"]._node, st["exp_avg_sq"]._node = row(packed, 1)._node, row(packed, 2)._node
+                if host_only:
+                    p._node = row(packed, 0)._node
+                    st["exp_avg"]._node, st["exp_avg_sq"]._node = row(packed, 1)._node, row(packed, 2)._node
                 pending += [p, st["exp_avg"], st["exp_avg_sq"]]
         if pending:
+            updates = packed = buf = None  # each update's result then goes once its three slices are made
             realize(*pending)
 
 
