@@ -13,7 +13,7 @@ from .dtypes import bool_
 from .elementwise import where
 from .grad_mode import is_grad_enabled, set_grad_enabled
 from .kernels.ops import names
-from .recompute import remade_saved
+from .recompute import keywords, remade_saved
 from .runtime.replay.refusals import BACKWARD, EXPLICIT, refuse
 from .tensor import Tensor
 
@@ -409,7 +409,7 @@ def _recompute(inputs, out, attrs, g):
     would have made, made from the inputs instead of from kept intermediates. While building a
     differentiable gradient (create_graph) the function runs on the inputs with their history. A record
     given its own `gradient` formula gets that instead."""
-    kwargs = {k: v for k, v in attrs.items() if k not in ("fn", "name", "gradient")}
+    kwargs = keywords(attrs)
     if "gradient" in attrs:
         return attrs["gradient"](g, *inputs, **kwargs)
     create = is_grad_enabled()

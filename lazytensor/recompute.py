@@ -36,6 +36,11 @@ def recomputed(name, fn, *inputs, gradient=None, remade=True, **kwargs):
     return out
 
 
+def keywords(attrs):
+    """The keyword arguments a recomputed record's function was called with (its attrs less its own)."""
+    return {k: v for k, v in attrs.items() if k not in ("fn", "name", "gradient")}
+
+
 def remade_saved(order):
     """Put a node in place of every Remake the records of `order` (a backward's tensors) saved: the
     value's own node where it has its value (realized and still held), else a new pending node made by
@@ -45,7 +50,8 @@ def remade_saved(order):
 
     Only where the default device is an accelerator: its memory is what a budget limits, and there a
     recomputation costs a kernel launch. Where every kernel runs on the host, a value that still exists
-    is read as it is (recomputing GELU's output costs a small step 2% more kernel time on a CPU)."""
+    is read as it is (recomputing GELU's output cost a small step 2.4% more kernel time on an AMD EPYC
+    Zen 4: bench/RESULTS.md)."""
     made, keep = {}, devices.chain()[0].is_host
     for t in order:
         fn = t._grad_fn
@@ -71,8 +77,7 @@ def _node_of(remake, made, keep):
                            "backward() if you need to")
     else:
         inputs = [Tensor(_node_of(s, made, keep) if type(s) is Remake else s) for s in record.saved]
-        kwargs = {k: v for k, v in record.attrs.items() if k not in ("fn", "name", "gradient")}
         with grad_mode.set_grad_enabled(False):
-            node = record.attrs["fn"](*inputs, **kwargs)._node
+            node = record.attrs["fn"](*inputs, **keywords(record.attrs))._node
     made[id(remake)] = node
     return node
