@@ -14,6 +14,7 @@ communicating. Collectives are in-place on their tensor, as in PyTorch.
 """
 import contextlib
 import sys
+import time
 import traceback
 import weakref
 
@@ -26,6 +27,8 @@ from .runtime.transfers import now
 from .shape_ops import cat
 from .tensor import Tensor
 
+# Time given to mpiexec to forward a failing rank's last words before the abort ends every process.
+_FORWARDING_GRACE_S = 0.5
 _STATE = {"comm": None, "calls": 0, "seconds": 0.0, "bytes": 0}
 
 
@@ -44,13 +47,15 @@ def _install_abort_hook(comm):
     previous = sys.excepthook
 
     def abort(kind, value, tb):
-        # One write with the cause in its first line: the abort kills mpiexec's output forwarding at once,
-        # and a second write could be lost (it was, once, in CI).
+        # One write with the cause in its first line, then a pause before the abort: MPI_Abort makes
+        # mpiexec kill its proxies at once, and whatever they had not yet read from this rank's stderr
+        # pipe is lost (CI lost a second write once, and the whole message another time).
         message = str(value).splitlines()
         summary = f"{kind.__name__}: {message[0]}" if message else kind.__name__
         sys.stderr.write(f"lazytensor.distributed: rank {comm.rank} of {comm.size} failed ({summary}); "
                          f"aborting every rank\n" + "".join(traceback.format_exception(kind, value, tb)))
         sys.stderr.flush()
+        time.sleep(_FORWARDING_GRACE_S)
         comm.abort(1)
         previous(kind, value, tb)
     sys.excepthook = abort
