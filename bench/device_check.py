@@ -13,6 +13,8 @@
    installed; GPU timings after a synchronize, medians of several rounds after warm-up.
 4. The GPT training step (tiny and small): lazytensor CUDA vs PyTorch CUDA (same weights, same batches)
    vs lazytensor on this machine's CPU, and the bytes moved each way per step after warm-up.
+5. The modeled timeline (runtime/device_model.py, the "h200" profile) of one compiled step beside the
+   kernels' device times measured with events: the model's error per op and in all.
 
 The report (Markdown) goes to $OUT/device_check.md when OUT is set, else bench/results/.
 
@@ -237,6 +239,45 @@ def _train(lines, lt, device, config, rounds, steps):
                  f"{prepared}")
 
 
+def _model_check(lines, lt, config):
+    """The H200 profile's modeled time of one compiled training step (runtime/device_model.py) beside
+    the device time of each kernel measured with events: per op and in all, and the model's error."""
+    from lazytensor_train.data import CharDataset, default_corpus
+    from lazytensor_train.models.gpt import CONFIGS
+    from lazytensor_train.train import TrainConfig, build, train_step
+    data = CharDataset(default_corpus())
+    sizes = CONFIGS[config]
+    x, y = (t.numpy() for t in data.batch("train", sizes["batch_size"], sizes["block_size"]))
+    lt.manual_seed(0)
+    model, opt, _ = build(TrainConfig(config=config, steps=1000), data)
+    params = list(model.parameters())
+    step = lt.jit(train_step)
+    for _ in range(3):
+        step(model, opt, params, lt.tensor(x).to("cuda"), lt.tensor(y).to("cuda"), 1.0).item()
+    with lt.profile() as p:
+        step(model, opt, params, lt.tensor(x).to("cuda"), lt.tensor(y).to("cuda"), 1.0).item()
+    model_of = p.modeled("h200")
+    from lazytensor.runtime import device_model
+    profile = device_model.profile_named("h200")
+    by_op = {}
+    for k in p.kernels:
+        if k.backend != "cuda":
+            continue
+        modeled, _ = device_model.kernel_seconds(profile, k.op, k.read_bytes, k.written_bytes, k.flops)
+        entry = by_op.setdefault(k.op, [0, 0.0, 0.0])
+        entry[0] += 1
+        entry[1] += k.duration_s
+        entry[2] += modeled
+    measured = sum(v[1] for v in by_op.values())
+    modeled = sum(v[2] for v in by_op.values())
+    top = sorted(by_op.items(), key=lambda item: -item[1][1])[:8]
+    lines.append(f"- `{config}` compiled step, device kernels: measured {measured * 1e3:.3f} ms (events per kernel), "
+                 f"modeled on h200 {modeled * 1e3:.3f} ms: model / measured {modeled / measured:.2f}; "
+                 f"whole modeled step with copies {model_of.total_s * 1e3:.3f} ms")
+    lines.append("  - per op (launches, measured ms, modeled ms, modeled / measured): " + "; ".join(
+        f"{op} {n}x {m * 1e3:.3f} / {d * 1e3:.3f} = {d / m:.2f}" for op, (n, m, d) in top))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
@@ -253,6 +294,8 @@ def main():
         sections.append(("ops", lambda: _ops(lines, lt, device, 20)))
     for config in ("tiny",) if args.quick else ("tiny", "small"):
         sections.append((f"train {config}", lambda c=config: _train(lines, lt, device, c, 1 if args.quick else 3, 3)))
+    for config in ("tiny", "small"):
+        sections.append((f"modeled timeline vs measured, {config}", lambda c=config: _model_check(lines, lt, c)))
     run_sections(lines, sections, t0)
     write_report(lines, "device_check.md")
 

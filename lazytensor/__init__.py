@@ -32,10 +32,10 @@ from .torch_methods import addcdiv, addcmul, allclose, isclose
 from .evaluation import counters, host_copy, plan, realize, reset_counters
 from .compiled import JitWarning, jit
 from .serialization import load, save
-from .device_api import (check_settings, clear_transfer_log, devices, get_device, get_num_threads, kernel_cache_dir,
-                         memory_budget, parse_bytes, profile, register_device, residency_stats, set_device,
-                         set_memory_budget, set_num_threads, set_transfer_log_capacity, setting, transfer_log,
-                         transfer_log_capacity, tune_host_malloc, when_compiling)
+from .device_api import (check_settings, clear_transfer_log, device_profiles, devices, get_device, get_num_threads,
+                         kernel_cache_dir, memory_budget, parse_bytes, profile, register_device, residency_stats,
+                         set_device, set_memory_budget, set_num_threads, set_transfer_log_capacity, setting,
+                         transfer_log, transfer_log_capacity, tune_host_malloc, when_compiling)
 
 globals().update(_UN)
 globals().update(_BIN)

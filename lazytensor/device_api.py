@@ -2,6 +2,7 @@
 import gc
 
 from .runtime import config as _config
+from .runtime import device_model as _device_model
 from .runtime import devices as _devices
 from .runtime import host_malloc as _host_malloc
 from .runtime import parallel as _parallel
@@ -122,11 +123,18 @@ def residency_stats():
     return stats
 
 
-def profile(kernels=True):
+def profile(kernels=True, model=None):
     """`with lt.profile() as p:` scopes the transfer log and stats to the block; then p.summary(),
-    p.to_json(path), p.to_chrome_trace(path). `kernels=False` keeps the copies and stats but records
-    no kernels (no device events; the block runs at its unprofiled speed)."""
-    return Profile(kernels)
+    p.to_json(path), p.to_chrome_trace(path), p.modeled("h200"). `kernels=False` keeps the copies and
+    stats but records no kernels (no device events; the block runs at its unprofiled speed). `model`
+    names a device profile ("h200", "rtx4060") whose modeled time of the block the summary shows."""
+    return Profile(kernels, model)
+
+
+def device_profiles():
+    """{name: what it models} of the device profiles `lt.profile(model=name)` and `p.modeled(name)` use
+    (sustained rates of a GPU: runtime/device_model.py states each figure's basis)."""
+    return {name: p.title for name, p in _device_model.PROFILES.items()}
 
 
 def set_num_threads(n):

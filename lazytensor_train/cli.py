@@ -75,6 +75,10 @@ def _train_parser(sub):
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=d.compile,
                    help="capture the training step once and replay it (lt.jit); --no-compile rebuilds "
                         "and plans it every step (default: on)")
+    p.add_argument("--modeled-device", metavar="PROFILE",
+                   help="model one training step's time on this device profile (h200, rtx4060; a model, not a "
+                        "measurement) and print it with the closing table; none: do not (default: h200 on the "
+                        "virtual device, else none)")
     p.add_argument("--nproc", type=int, default=None,
                    help="train data-parallel on N processes of this machine: runs mpiexec -n N lazytensor "
                         "train with the other options (needs lazytensor[mpi]; on a cluster call mpiexec)")

@@ -7,7 +7,7 @@ import dataclasses
 import math
 import os
 
-from lazytensor import parse_bytes
+from lazytensor import device_profiles, parse_bytes
 
 from .models.gpt import CONFIGS
 
@@ -44,6 +44,8 @@ class TrainConfig:
     resume: str = None
     progress: bool = None  # a progress bar: None shows it when stderr is a terminal
     compile: bool = True  # replay the captured training step (lt.jit) instead of rebuilding it each step
+    modeled_device: str = None  # a device profile to model one step on (lt.device_profiles()); None: "h200"
+    #                             on the virtual device, else none
     stop_dir: str = None  # a rank of `--nproc N`: the folder its launcher writes stop requests to
 
 
@@ -98,6 +100,9 @@ def check(cfg):
             parse_bytes(cfg.budget)
         except ValueError as exc:
             _bad("budget", cfg.budget, str(exc))
+    known = device_profiles()
+    if cfg.modeled_device is not None and cfg.modeled_device != "none" and cfg.modeled_device not in known:
+        _bad("modeled_device", cfg.modeled_device, f"known device profiles: {', '.join(sorted(known))}, or none")
     for name in ("png", "checkpoint"):
         path = getattr(cfg, name)
         if path is not None:

@@ -52,3 +52,12 @@ def summary(prof, steps):
                      f"{d['bytes_resident'] / 2 ** 20:,.1f} MiB now, budget {d['budget'] / 2 ** 20:,.1f} MiB, "
                      f"{d['memory_fallbacks']:,} kernels run elsewhere for lack of memory")
     return "\n".join(lines)
+
+
+def modeled(step_profile, median_step_ms):
+    """Lines on the one step profiled for a modeled timeline: its time on the device profile beside the
+    run's measured median step here."""
+    lines = [f"one training step modeled (with lt.profile(model=...); the median step measured here: "
+             f"{median_step_ms:.1f} ms):"]
+    lines += ["  " + line for line in step_profile.modeled(step_profile.model).lines()]
+    return "\n".join(lines)

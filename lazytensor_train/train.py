@@ -8,6 +8,7 @@ Every input and output path and every setting is checked before anything is buil
 NaN or infinite stops the run and leaves the last good checkpoint in place.
 """
 import collections
+import contextlib
 import dataclasses
 import io
 import math
@@ -190,6 +191,7 @@ class _Run:
         self.history = {"steps": [], "loss": [], "val_steps": [], "val_loss": []}
         self.step_times = collections.deque(maxlen=1000)
         self.saved_step = None  # the step of the newest good checkpoint (this run's or the resumed one)
+        self.modeled = None     # the profile of the one step modeled on a GPU profile (--modeled-device)
         self.written = False  # whether this run wrote a checkpoint
         self.errors = []
 
@@ -309,18 +311,28 @@ def _run(cfg, out, started):
     # Copies and stats only: timing kernels would cost an event pair each and keep compiled
     # replays off their prepared launches, and the ms/step printed must be the unprofiled speed.
     prof = profile(kernels=False)
+    modeled_on = cfg.modeled_device or ("h200" if device == "virtual" else "none")
+    # the third step: an eager step past its first sightings, a compiled one replayed (through the executors)
+    modeled_at = min(start + 2, cfg.steps - 1) if modeled_on != "none" else None
     try:
         with prof, stop:
             window_start, window_steps = time.perf_counter(), 0
             for step in range(start, cfg.steps):
                 t0 = time.perf_counter()
-                x, y = data.batch("train", batch_size * size, block)  # every rank draws the global batch
-                if size > 1:
-                    x, y = x[rank * batch_size:(rank + 1) * batch_size], y[rank * batch_size:(rank + 1) * batch_size]
-                if device != "cpu":
-                    x.to(device)
-                    y.to(device)
-                loss = step_fn(stepped, opt, params, x, y, cfg.grad_clip)
+                # one step, its batch's copies included, with kernel records: its modeled time on a GPU profile
+                with profile(model=modeled_on) if step == modeled_at else contextlib.nullcontext() as modeled:
+                    x, y = data.batch("train", batch_size * size, block)  # every rank draws the global batch
+                    if size > 1:
+                        mine = slice(rank * batch_size, (rank + 1) * batch_size)
+                        x, y = x[mine], y[mine]
+                    if device != "cpu":
+                        x.to(device)
+                        y.to(device)
+                    loss = step_fn(stepped, opt, params, x, y, cfg.grad_clip)
+                    if modeled is not None:
+                        realize(loss)
+                if modeled is not None:
+                    state.modeled = modeled
                 sched.step()
                 state.step_times.append(time.perf_counter() - t0)
                 window_steps += 1
@@ -368,7 +380,8 @@ def _run(cfg, out, started):
             bar.close()
     result = {"status": status, "history": state.history, "transfers": prof.transfers, "profile": prof,
               "model": model, "errors": state.errors, "signal": stopping, "first_step": start,
-              "median_step_ms": 1e3 * float(np.median(list(state.step_times)[1:] or list(state.step_times) or [0]))}
+              "median_step_ms": 1e3 * float(np.median(list(state.step_times)[1:] or list(state.step_times) or [0])),
+              "modeled": state.modeled.stats["modeled"] if state.modeled is not None else None}
     if status == "aborted":
         result["message"] = f"stopped at once during step {step + 1}; {state.kept()}"
         return _quiet_unless_first(result, rank)
@@ -415,6 +428,8 @@ def _report(state, result, model, data, batch_size, block, prof):
         print("\nsample:\n" + sample + "\n", file=out)
     print(f"what moved and what was read (the loss is read every {cfg.log_every} steps):", file=out)
     print(report.summary(prof, cfg.steps - result["first_step"]), file=out)
+    if state.modeled is not None:
+        print(report.modeled(state.modeled, result["median_step_ms"]), file=out)
     if cfg.checkpoint and state.saved_step == cfg.steps:
         print(f"checkpoint written to {cfg.checkpoint}", file=out)
     _write_png(state, cfg, unigram)

@@ -15,6 +15,7 @@ from .replay import capturing
 from .backends.arena import OutOfDeviceMemory
 from .backends.lowering import for_indices
 from .counters import COUNTERS
+from .device_model import work_of
 from .graph import Node, pending_order
 from .residency import Buffer, home_of
 from .schedule import Schedule
@@ -156,13 +157,19 @@ def exclusive_result(out, args):
         a is out or getattr(a, "base", None) is out for a in args)
 
 
-def _record(node, backend, start, label=None):
-    """While profiling: the kernel's record, with device time where the backend measures it (a device
-    with events writes it after its next wait, so profiling does not serialize the device)."""
-    if LOG.profiling and not backend.defer_kernel_record(node, start, label):
+def _record(what, operands, backend, start):
+    """While profiling: the record of the kernel of `what` (a node, or a fused group), with device time
+    where the backend measures it (a device with events writes it after its next wait, so profiling
+    does not serialize the device), and its work for the modeled timeline (runtime/device_model.py)."""
+    if not LOG.profiling:
+        return
+    node, label = (what.root, what.label) if hasattr(what, "recipe") else (what, None)
+    work = work_of(what, operands)
+    if not backend.defer_kernel_record(node, start, label, work):
         backend.synchronize()
         measured = backend.kernel_seconds()
-        LOG.kernel(node, backend.name, start, measured if measured is not None else now() - start, label=label)
+        LOG.kernel(node, backend.name, start, measured if measured is not None else now() - start, label=label,
+                   work=work)
 
 
 def group_on_device(group, operands, backend):
@@ -171,7 +178,7 @@ def group_on_device(group, operands, backend):
     start = now()
     buf = _run_on_device(group.root, operands, backend, lambda args, out: backend.launch_group(group, args, out))
     if buf is not None:
-        _record(group.root, backend, start, group.label)
+        _record(group, operands, backend, start)
     return buf
 
 
@@ -189,7 +196,7 @@ def fused_on_host(group, operands, backend):
     if out is None:
         return None
     if LOG.profiling:
-        LOG.kernel(group.root, backend.name, start, now() - start, label=group.label)
+        LOG.kernel(group.root, backend.name, start, now() - start, label=group.label, work=work_of(group, operands))
     node = group.root
     buf = Buffer.host_result(node.id, node.op, out, True)
     buf.home = home_of(operands)
@@ -202,7 +209,7 @@ def run_node(node, operands, backend):
     start = now() if LOG.profiling else None
     buf = _run_on_host(node, operands, backend) if backend.is_host else _run_on_device(node, operands, backend)
     if buf is not None and start is not None:
-        _record(node, backend, start)
+        _record(node, operands, backend, start)
     return buf
 
 

@@ -9,7 +9,7 @@ import dataclasses
 import json
 import sys
 
-from . import devices
+from . import device_model, devices
 from .counters import COUNTERS
 from .transfers import LOG
 
@@ -25,12 +25,18 @@ def _device_counters():
 class Profile:
     """The copies, kernel launches and stats of one `with` block. With `kernels=False` the block runs
     as it would unprofiled (no kernel records, no device events, compiled replays on their fastest
-    path): the copies and stats are kept, and kernels are only counted."""
+    path): the copies and stats are kept, and kernels are only counted. With `model` (a device
+    profile's name, e.g. "h200"), the summary and stats add the block's modeled time on that device."""
 
-    def __init__(self, kernels=True):
+    def __init__(self, kernels=True, model=None):
+        if model is not None:
+            device_model.profile_named(model)  # an unknown name fails here, at the user's line
+            if not kernels:
+                raise ValueError("a modeled timeline is made from kernel records: profile(kernels=True, model=...)")
         self.transfers, self.kernels, self.stats = [], [], {}
         self.copies, self.kernel_totals = {}, {}
         self.records_kernels = kernels
+        self.model = model
         self._stack = None
 
     def __enter__(self):
@@ -74,8 +80,23 @@ class Profile:
         stats["host_reads"] = {k: v - self._reads.get(k, 0) for k, v in COUNTERS.host_reads.items()
                                if v - self._reads.get(k, 0)}
         self.stats = stats
+        if self.model is not None:
+            t = self.modeled(self.model)
+            stats["modeled"] = {"device": t.profile.name, "total_s": t.total_s, "device_kernel_s": t.device_kernel_s,
+                                "copy_s": t.copy_s, "host_kernel_s": t.host_kernel_s, "bounds": dict(t.bounds)}
         self._stack.close()
         return False
+
+    def modeled(self, device="h200"):
+        """The block's modeled time on a named device profile (runtime/device_model.py: a roofline per
+        kernel plus launch latency, copies at the host link's rate; a model, not a measurement): kernels
+        that ran on a device are modeled, those of the host counted as they ran here."""
+        if not self.records_kernels:
+            raise ValueError("a modeled timeline is made from kernel records: profile with kernels=True")
+        names = {d.name for d in devices.all_devices()}
+        dropped = self.stats.get("records_dropped", {})
+        return device_model.timeline(device, self.kernels, self.transfers, names,
+                                     incomplete=bool(dropped.get("transfers") or dropped.get("kernels")))
 
     def summary(self, file=None):
         """Print (to `file`, default stdout) and return a table of copies by reason, kernels, and stats."""
@@ -104,6 +125,8 @@ class Profile:
         for name, d in s["devices"].items():
             lines.append(f"device {name}: peak {d['peak_bytes']:,} B, resident now {d['bytes_resident']:,} B, "
                          f"budget {d['budget']:,} B, kernels sent elsewhere for memory {d['memory_fallbacks']}")
+        if self.model is not None:
+            lines.extend(self.modeled(self.model).lines())
         dropped = [f"{n:,} {what} records" for what, n in (("copy", s["records_dropped"]["transfers"]),
                                                               ("kernel", s["records_dropped"]["kernels"])) if n]
         if dropped:

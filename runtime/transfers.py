@@ -34,7 +34,8 @@ class Transfer:
 
 @dataclasses.dataclass(frozen=True)
 class KernelLaunch:
-    """One kernel run while profiling: which node, where, and how long."""
+    """One kernel run while profiling: which node, where, how long, and its work (bytes read and
+    written, flops: what runtime/device_model.py models it from; 0 where not known)."""
     seq: int
     node_id: int
     op: str
@@ -43,6 +44,9 @@ class KernelLaunch:
     dtype: str
     start_s: float
     duration_s: float
+    read_bytes: int = 0
+    written_bytes: int = 0
+    flops: int = 0
 
 
 class TransferLog:
@@ -116,20 +120,21 @@ class TransferLog:
         total[2] += duration_s
         return rec
 
-    def kernel(self, node, backend, start_s, duration_s, label=None):
-        self.kernel_record(node.id, label or node.op, backend, node.shape, str(node.dtype), start_s, duration_s)
+    def kernel(self, node, backend, start_s, duration_s, label=None, work=(0, 0, 0)):
+        self.kernel_record(node.id, label or node.op, backend, node.shape, str(node.dtype), start_s, duration_s,
+                           work=work)
 
     def reserve_kernel_seq(self):
         """A kernel record's place in launch order, for a record written later (device events)."""
         self.kernel_count += 1
         return self.kernel_count - 1
 
-    def kernel_record(self, node_id, op, backend, shape, dtype, start_s, duration_s, seq=None):
+    def kernel_record(self, node_id, op, backend, shape, dtype, start_s, duration_s, seq=None, work=(0, 0, 0)):
         if seq is None:
             seq = self.reserve_kernel_seq()
         if self._capacity is None:
             self._bound()
-        self.kernels.append(KernelLaunch(seq, node_id, op, backend, shape, dtype, start_s, duration_s))
+        self.kernels.append(KernelLaunch(seq, node_id, op, backend, shape, dtype, start_s, duration_s, *work))
         total = self.kernel_totals.get(backend)
         if total is None:
             total = self.kernel_totals[backend] = [0, 0.0]

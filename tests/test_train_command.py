@@ -84,6 +84,7 @@ def _bad_inputs(tmp_path, small_checkpoint):
         (["--device", "virtual", "--budget", "100GB"],
          "--budget 100GB: more than the virtual device's 1,073,741,824 bytes of memory"),
         (["--resume", str(corrupt)], "--resume .*corrupt.npz: corrupt checkpoint header"),
+        (["--modeled-device", "a100"], "--modeled-device 'a100': known device profiles: h200, rtx4060, or none"),
     ]
 
 
@@ -179,6 +180,22 @@ def test_the_training_loop_runs_at_its_unprofiled_speed_on_cuda(cuda_device):
     r = run(TrainConfig(steps=5, eval_iters=1, sample_chars=0), out=io.StringIO())  # on the active device
     assert r["profile"].kernels == [] and r["profile"].stats["kernels"] > 0
     assert lt.counters()["prepared_kernels"] > 0
+
+
+def test_a_run_on_the_virtual_device_ends_with_one_steps_modeled_time_on_an_h200(capsys):
+    code, out, _ = _cli(capsys, *FAST, "--device", "virtual", "--steps", "4")
+    assert code == 0
+    modeled = out[out.index("one training step modeled"):]
+    assert "modeled on h200" in modeled and "a model, not a measurement" in modeled
+    assert "copies" in modeled and "device kernels" in modeled and "launches" in modeled
+
+
+def test_a_modeled_step_is_printed_only_where_asked_or_on_the_virtual_device(capsys):
+    assert "step modeled" not in _cli(capsys, *FAST, "--device", "cpu", "--steps", "2")[1]
+    assert "step modeled" not in _cli(capsys, *FAST, "--device", "virtual", "--steps", "2",
+                                      "--modeled-device", "none")[1]
+    assert "modeled on rtx4060" in _cli(capsys, *FAST, "--device", "cpu", "--steps", "2",
+                                        "--modeled-device", "rtx4060")[1]
 
 
 def test_periodic_checkpoints_are_written_every_n_steps(tmp_path, monkeypatch):

@@ -72,7 +72,7 @@ class HostBackend:
         """Time the last kernel took where the backend measures it itself (device events), else None."""
         return None
 
-    def defer_kernel_record(self, node, start, label):
+    def defer_kernel_record(self, node, start, label, work=(0, 0, 0)):
         """While profiling: keep the last kernel's record until its device time is known without
         waiting (True), or leave it to the caller, who waits and records it now (False)."""
         return False

@@ -90,11 +90,11 @@ class KernelDevice(LoweringDevice, DeviceBackend):
         self._events = None
         return self.driver.elapsed_ms(start, end) / 1e3
 
-    def defer_kernel_record(self, node, start, label):
+    def defer_kernel_record(self, node, start, label, work=(0, 0, 0)):
         if self._events is None:  # a driver without events: times are host times, taken at once
             return False
         self._held.append((LOG.reserve_kernel_seq(), node.id, label or node.op, node.shape, str(node.dtype), start,
-                           self._events))
+                           self._events, work))
         self._events = None
         return True
 
@@ -105,9 +105,9 @@ class KernelDevice(LoweringDevice, DeviceBackend):
 
     def _write_held_records(self):
         held, self._held = self._held, []
-        for seq, node_id, op, shape, dtype, start, (begin, end) in held:
+        for seq, node_id, op, shape, dtype, start, (begin, end), work in held:
             LOG.kernel_record(node_id, op, self.name, shape, dtype, start, self.driver.elapsed_ms(begin, end) / 1e3,
-                              seq)
+                              seq, work)
 
     def download(self, block, out):
         measured = self.driver.download(out, block.ptr)
