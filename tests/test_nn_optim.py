@@ -359,22 +359,28 @@ def test_clip_grad_norm_totals_the_squares_in_one_kernel_with_the_composites_val
         np.testing.assert_allclose(p.grad.numpy(), g * np.float32(scale), rtol=1e-6)
 
 
-def test_an_adamw_step_on_a_device_holds_the_optimizer_state_once_not_twice(virtual):
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "lt.jit"])
+def test_an_adamw_step_on_a_device_holds_the_optimizer_state_once_not_twice(virtual, compiled):
     """Each parameter and its moments point at their new values' slices before the step's one
     realization, so the old values go as their update runs, and an update's result once its three
     slices are made: the step peaks at the state and the gradients plus one parameter's update, where
-    it held the old and the new state side by side."""
+    it held the old and the new state side by side. A compiled step's replay makes each slice right
+    after its update, for the same effect (it held both states until the last update had run)."""
     n, width = 16, 512
     device = virtual(memory="1GB", offload="always")
     model = lt.nn.Sequential(*[lt.nn.Linear(width, width, bias=False) for _ in range(n)])
     opt = lt.optim.AdamW(model.parameters(), lr=1e-3)
     x = lt.tensor(np.random.default_rng(0).normal(size=(1, width)).astype(np.float32)).to("virtual")
     one = width * width * 4
-    for _ in range(3):
+
+    def step():
+        opt.zero_grad()
+        model(x).square().sum().backward()
+        opt.step()
+    run = lt.jit(step) if compiled else step
+    for _ in range(4):  # a compiled step: warm-up, capture, then replays
         with device.memory.watch_peak() as peak:
-            opt.zero_grad()
-            model(x).square().sum().backward()
-            opt.step()
+            run()
     # parameters and moments (3n), gradients (n), the products' transposed weights (n: copies on a device
     # today), one update's old and new values beside them (6); holding the state twice peaked at 7n
     assert peak[0] <= (5 * n + 6) * one + 64 * 1024, peak[0] / one

@@ -7,7 +7,8 @@ AdamW with decay / no-decay groups. Nothing here is lazytensor-specific: that is
 import math
 
 SIZES = {"tiny": dict(n_layer=2, n_head=4, n_embd=64, block_size=64, batch_size=16),
-         "small": dict(n_layer=4, n_head=4, n_embd=128, block_size=128, batch_size=32)}
+         "small": dict(n_layer=4, n_head=4, n_embd=128, block_size=128, batch_size=32),
+         "seed": dict(n_layer=6, n_head=6, n_embd=384, block_size=256, batch_size=8)}  # the seed's measured size
 
 
 def make(torch):

@@ -188,11 +188,12 @@ class Program:
     that Buffer over as nobody else's (`run`'s `donors`; runtime/replay/device_runner.py decides where it can)."""
 
     def __init__(self, steps, sources, outputs, hooks, streams, chain, peak_added=None, replaced=()):
-        self.steps, self.outputs, self.hooks, self.streams, self.chain = steps, outputs, hooks, streams, chain
-        self.peak_added = peak_added  # device bytes the captured call added at most (None: not known)
         # A slot at two output positions (a returned tensor that is also state) is never overwritten.
         self._replaced = {i: outputs[i] for i in replaced if outputs.count(outputs[i]) == 1}
         self.replaced_slots = set(self._replaced.values())
+        steps = _state_slices_early(steps, {outputs[i] for i in replaced})
+        self.steps, self.outputs, self.hooks, self.streams, self.chain = steps, outputs, hooks, streams, chain
+        self.peak_added = peak_added  # device bytes the captured call added at most (None: not known)
         self.n_slots = len(sources)
         self.consts = [(s, src[1]) for s, src in enumerate(sources) if src[0] == "const"]
         self.bound = [(s, src[1]) for s, src in enumerate(sources) if src[0] == "bound"]
@@ -303,6 +304,31 @@ class Program:
         counters.COUNTERS.prepared_kernels += runner.launched
         counters.COUNTERS.updated_in_place += runner.updated
         return True
+
+
+def _state_slices_early(steps, state):
+    """`steps` with each slice making new state (an output slot in `state`) moved to right after the step
+    making the value it slices. The caller's tensor takes its new value, and lets the old one go, once
+    that slice is made (`Program.run`'s `made`); the eager step it was captured from makes an optimizer's
+    updates first and their slices after them all, but its tensors point at their pending slices before
+    the updates run, so each old value goes with its update. Made in the captured order, a replay held the
+    old state and the new until the last update had run (the state twice over at the step's end)."""
+    made_at = {step.out: k for k, step in enumerate(steps)}
+    early = {}
+    for step in steps:
+        if step.kind == "node" and step.node.op == "slice" and step.out in state and len(step.ins) == 1:
+            source = made_at.get(step.ins[0])
+            if source is not None and getattr(steps[source].node, "op", None) != "slice":
+                early.setdefault(source, []).append(step)
+    if not early:
+        return steps
+    moved = {id(step) for group in early.values() for step in group}
+    ordered = []
+    for k, step in enumerate(steps):
+        if id(step) not in moved:
+            ordered.append(step)
+        ordered.extend(early.get(k, ()))
+    return ordered
 
 
 class PeakWatch:
