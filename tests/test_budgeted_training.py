@@ -1,0 +1,92 @@
+"""Training under a memory budget (docs/RESIDENCY.md): the nanoGPT users write (tests/user_gpt.py, tiny),
+every kernel offloaded, at fractions of its unlimited step's peak. Eviction spills and uploads again,
+never loses a value, and the kernels that run are the unlimited run's: losses and parameters are the same
+bytes, the device never holds more than the budget, and AdamW stays on the device."""
+import contextlib
+import functools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import lazytensor as lt
+import user_gpt
+from lazytensor.runtime import devices
+
+STEPS = 6
+
+
+def _start(device):
+    if device == "cuda":
+        from lazytensor.kernels.gpu import c_emulation
+        if c_emulation.compiler() is None:
+            pytest.skip("the emulated CUDA driver needs a C compiler (cc)")
+        lt.set_device("cuda", driver="emulated", memory="256MB", offload="always")
+    else:
+        lt.set_device("virtual", memory="256MB", offload="always")
+    return devices.chain()[0].memory
+
+
+def _train(device, compiled, budget=None, steps=STEPS, profile_last=False):
+    """(losses, the parameters' bytes, the device's peak, evictions, the last step's profile)."""
+    memory = _start(device)
+    lt.manual_seed(0)
+    gpt, optimizer, step = user_gpt.make(lt)
+    sizes = dict(user_gpt.SIZES["tiny"])
+    batch = sizes.pop("batch_size")
+    model = gpt(65, **sizes)
+    opt = optimizer(model)
+    fn = lt.jit(step) if compiled else step
+    rng = np.random.default_rng(0)
+    if budget is not None:
+        lt.set_memory_budget(budget)
+    losses, peak, evicted, prof = [], 0, memory.evictions, None
+    for i in range(steps):
+        x, y = (lt.tensor(rng.integers(0, 65, (batch, sizes["block_size"]))).to(device) for _ in range(2))
+        profiling = profile_last and i == steps - 1
+        with memory.watch_peak() as watched, (lt.profile() if profiling else contextlib.nullcontext()) as p:
+            losses.append(fn(model, opt, x, y).item())
+        peak = max(peak, watched[0])
+        prof = p if profiling else prof
+    params = b"".join(q.numpy().tobytes() for q in model.parameters())
+    return losses, params, peak, memory.evictions - evicted, prof
+
+
+@functools.lru_cache(maxsize=None)
+def _unlimited(device, compiled):
+    losses, params, peak, _, _ = _train(device, compiled)
+    return tuple(losses), params, peak
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "lt.jit"])
+@pytest.mark.parametrize("device", ["virtual", "cuda"])
+@pytest.mark.parametrize("fraction", [0.5, 0.25])
+def test_training_under_a_budget_gives_the_unlimited_runs_bytes_and_stays_within_it(device, compiled, fraction):
+    want_losses, want_params, unlimited_peak = _unlimited(device, compiled)
+    budget = int(unlimited_peak * fraction)
+    losses, params, peak, evictions, _ = _train(device, compiled, budget)
+    assert evictions > 0  # the budget did bind
+    assert peak <= budget
+    assert tuple(losses) == want_losses and params == want_params
+
+
+def test_adamw_runs_on_the_device_under_a_quarter_of_the_steps_peak():
+    _, _, unlimited_peak = _unlimited("virtual", False)
+    *_, prof = _train("virtual", False, unlimited_peak // 4, profile_last=True)
+    backends = [k.backend for k in prof.kernels if k.op.startswith("adamw")]
+    assert backends and set(backends) == {"virtual"}
+
+
+@settings(max_examples=8, deadline=None)
+@given(fraction=st.floats(0.15, 0.95))
+def test_any_budget_gives_the_unlimited_runs_bytes(fraction):
+    want_losses, want_params, unlimited_peak = _unlimited("virtual", False)
+    budget = int(unlimited_peak * fraction)
+    losses, params, peak, _, _ = _train("virtual", False, budget, steps=3)
+    assert peak <= budget
+    assert tuple(losses) == want_losses[:3] and params == _unlimited_three_steps()
+
+
+@functools.lru_cache(maxsize=None)
+def _unlimited_three_steps():
+    return _train("virtual", False, steps=3)[1]
