@@ -126,6 +126,7 @@ class Timeline:
     bounds: dict = dataclasses.field(default_factory=dict)   # "memory"/"compute"/"launch" -> kernels
     by_op: dict = dataclasses.field(default_factory=dict)    # op -> [kernels, modeled seconds]
     incomplete: bool = False        # records were dropped from the log: the model saw only some
+    peak_bytes: int = 0             # the block's device peak, against the profile's memory
 
     @property
     def total_s(self):
@@ -143,16 +144,19 @@ class Timeline:
         lines = [head]
         if top:
             lines.append("  largest modeled: " + ", ".join(f"{op} {n}x {s * 1e3:.3f} ms" for op, (n, s) in top))
+        if self.peak_bytes > p.memory_bytes:
+            lines.append(f"  the block's device peak, {self.peak_bytes:,} B, is more than {p.name}'s "
+                         f"{p.memory_bytes:,} B: there it would need a budget, and move more")
         if self.incomplete:
             lines.append("  (the log dropped records of this block: the model counts only those it kept)")
         return lines
 
 
-def timeline(profile, kernels, transfers, device_names, incomplete=False):
+def timeline(profile, kernels, transfers, device_names, incomplete=False, peak_bytes=0):
     """The Timeline of kernel records `kernels` and copy records `transfers` on `profile`: records of a
     backend in `device_names` are modeled, the others counted as measured."""
     profile = profile_named(profile)
-    t = Timeline(profile, incomplete=incomplete)
+    t = Timeline(profile, incomplete=incomplete, peak_bytes=peak_bytes)
     for k in kernels:
         if k.backend not in device_names:
             t.host_kernel_s += k.duration_s

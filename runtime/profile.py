@@ -95,7 +95,8 @@ class Profile:
             raise ValueError("a modeled timeline is made from kernel records: profile with kernels=True")
         names = {d.name for d in devices.all_devices()}
         dropped = self.stats.get("records_dropped", {})
-        return device_model.timeline(device, self.kernels, self.transfers, names,
+        peak = max([d["peak_bytes"] for d in self.stats.get("devices", {}).values()] or [0])
+        return device_model.timeline(device, self.kernels, self.transfers, names, peak_bytes=peak,
                                      incomplete=bool(dropped.get("transfers") or dropped.get("kernels")))
 
     def summary(self, file=None):

@@ -1,6 +1,8 @@
 """The modeled device timeline (runtime/device_model.py): each profiled kernel's work, its modeled time
 on a named device profile (launch latency plus the longer of bytes over bandwidth and flops over rate),
 copies at the host link's rate, host kernels as measured, and the errors a user can act on."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -126,3 +128,12 @@ def test_a_cuda_kernel_timed_by_device_events_keeps_its_work_in_the_record(cuda_
         (a @ b).realize()
     (k,) = [k for k in p.kernels if k.op == "matmul"]
     assert k.backend == "cuda" and k.flops == 2 * 16 * 8 * 24 and k.written_bytes == 16 * 8 * 4
+
+
+def test_a_block_whose_device_peak_exceeds_the_profiles_memory_says_so(virtual, rng):
+    virtual(memory="64MB", offload="always")
+    with lt.profile() as p:
+        (_f32(rng, 1024, 1024) + 1).realize()  # 8 MB at its peak
+    small = dataclasses.replace(H200, name="tiny-card", memory_bytes=2**20)
+    assert any("more than tiny-card's 1,048,576 B" in line for line in p.modeled(small).lines())
+    assert not any("more than" in line for line in p.modeled("h200").lines())
