@@ -40,7 +40,7 @@ def run(order, roots, chain, fuser):
         as_planned = _run_step(step, chain)
         ran.append(step)
         if not as_planned or evicted() != evictions:
-            steps = planner.schedule(pending_order(roots), roots, chain, fuser).steps
+            steps = planner.schedule(pending_order(roots, early=not chain[0].is_host), roots, chain, fuser).steps
             replanned, k = replanned + 1, 0
     done = Schedule(ran, replanned)
     COUNTERS.kernels += done.kernels

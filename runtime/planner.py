@@ -64,9 +64,9 @@ class PlannedValue:
 def plan(roots):
     """The Schedule `realize(roots)` would run now; computes nothing, moves nothing, changes no state.
     Its steps hold no node (a plan is a description)."""
-    order = pending_order(roots)
+    chain = devices.chain()
+    order = pending_order(roots, early=not chain[0].is_host)
     with parallel.planning(order):
-        chain = devices.chain()
         result = schedule(order, roots, chain, devices.fusing_backend(chain) if order else None)
     for step in result.steps:
         step.release()

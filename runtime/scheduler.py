@@ -15,11 +15,11 @@ from .transfers import LOG
 def realize(roots):
     """Compute every pending node needed for `roots`. Returns the Schedule that ran (empty when nothing
     was pending), or None when a recorded plan was replayed instead."""
-    order = pending_order(roots)
+    chain = devices.chain()
+    order = pending_order(roots, early=not chain[0].is_host)
     if not order:
         return Schedule([])
     COUNTERS.realizations += 1
-    chain = devices.chain()
     fuser = devices.fusing_backend(chain)
     with parallel.kernels_session(order):
         if chain[0].is_host and not capturing.anywhere() and not LOG.profiling:
