@@ -170,8 +170,9 @@ def test_lazytensor_train_on_two_ranks_reports_once_writes_once_and_resumes_on_o
     two = _train(tmp_path, "--nproc", "2", *common, "--checkpoint", str(ck), "--checkpoint-every", "3")
     assert two.returncode == 0, two.stderr
     lines = two.stdout.splitlines()
-    assert len([line for line in lines if line.startswith("lazytensor train:")]) == 1  # rank 0 alone prints
-    assert "on each of 2 data-parallel ranks" in lines[0] and "compiled step" in lines[0]
+    headers = [line for line in lines if line.startswith("lazytensor train:")]
+    assert len(headers) == 1  # rank 0 alone prints (after a note on compiling kernels, on a fresh machine)
+    assert "on each of 2 data-parallel ranks" in headers[0] and "compiled step" in headers[0]
     assert len([line for line in lines if line.startswith("step ")]) == 4 and ck.exists()
     one = _train(tmp_path, "--steps", "8", "--resume", str(ck), "--log-every", "1", "--eval-iters", "2",
                  "--sample-chars", "0")
