@@ -17,6 +17,7 @@ class Counters:
         # of the realizations, those run from a repeated one's recording (runtime/replay/repeats.py)
         self.replayed_realizations = 0
         self.replayed_backwards = 0  # backward passes rebuilt from a recording (lazytensor/backward_replay.py)
+        self.remade = 0  # values a device realization made again for late readers, not held (runtime/remat.py)
         self.host_reads = collections.Counter()
         self.host_writes = collections.Counter()
         # (replay, reason) -> times lt.jit, eager repeats or backward replay refused (runtime/replay/refusals.py)
@@ -30,6 +31,7 @@ class Counters:
             "updated_in_place": self.updated_in_place,
             "replayed_realizations": self.replayed_realizations,
             "replayed_backwards": self.replayed_backwards,
+            "remade": self.remade,
             "host_reads": sum(self.host_reads.values()),
             "host_reads_by_trigger": dict(self.host_reads),
             "host_writes": sum(self.host_writes.values()),

@@ -10,7 +10,7 @@ Each step's node drops its inputs once it has run and the step lets go of it, so
 holds is freed (device block included) as soon as its last consumer ran. The per-kernel executors
 here (`run_node`, `fused_on_host`, `group_on_device`) are also what compiled replays call.
 """
-from . import copies, devices, placement, planner
+from . import copies, devices, placement, planner, remat
 from .replay import capturing
 from .backends.arena import OutOfDeviceMemory
 from .backends.lowering import for_indices
@@ -40,7 +40,7 @@ def run(order, roots, chain, fuser):
         as_planned = _run_step(step, chain)
         ran.append(step)
         if not as_planned or evicted() != evictions:
-            steps = planner.schedule(pending_order(roots, early=not chain[0].is_host), roots, chain, fuser).steps
+            steps = planner.schedule(remat.ordered(roots, chain), roots, chain, fuser).steps
             replanned, k = replanned + 1, 0
     done = Schedule(ran, replanned)
     COUNTERS.kernels += done.kernels

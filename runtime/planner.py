@@ -18,9 +18,9 @@ import math
 
 import numpy as np
 
-from . import constants, devices, fusion, parallel, placement
+from . import constants, devices, fusion, parallel, placement, remat
 from .copies import upload_reason
-from .graph import Node, pending_order, postorder
+from .graph import Node, postorder
 from .locking import serialized
 from .memory import bucket
 from .residency import home_of
@@ -62,10 +62,12 @@ class PlannedValue:
 
 @serialized
 def plan(roots):
-    """The Schedule `realize(roots)` would run now; computes nothing, moves nothing, changes no state.
-    Its steps hold no node (a plan is a description)."""
+    """The Schedule `realize(roots)` would run now; computes nothing, moves nothing. Its steps hold no
+    node (a plan is a description). Under a budget the values would exceed, late readers may be rewired
+    to values made again (runtime/remat.py): the graph then computes the same bytes, and the realization
+    runs that plan."""
     chain = devices.chain()
-    order = pending_order(roots, early=not chain[0].is_host)
+    order = remat.ordered(roots, chain)
     with parallel.planning(order):
         result = schedule(order, roots, chain, devices.fusing_backend(chain) if order else None)
     for step in result.steps:

@@ -2,10 +2,9 @@
 from a recorded plan where it repeats an earlier one on the host (runtime/replay/repeats.py), else planned
 (runtime/planner.py) and run (runtime/executor.py). A capture under way (runtime/replay/capturing.py) or a
 profile always takes the planned path, so that every kernel is seen."""
-from . import devices, executor, parallel
+from . import devices, executor, parallel, remat
 from .replay import capturing, repeats
 from .counters import COUNTERS
-from .graph import pending_order
 from .locking import computing
 from .schedule import Schedule
 from .transfers import LOG
@@ -16,7 +15,7 @@ def realize(roots):
     """Compute every pending node needed for `roots`. Returns the Schedule that ran (empty when nothing
     was pending), or None when a recorded plan was replayed instead."""
     chain = devices.chain()
-    order = pending_order(roots, early=not chain[0].is_host)
+    order = remat.ordered(roots, chain)
     if not order:
         return Schedule([])
     COUNTERS.realizations += 1

@@ -1,0 +1,195 @@
+"""Planned rematerialization: a device realization whose values would not fit its budget makes some of
+them a second time for their late readers instead of holding them (or spilling them) in between.
+
+Before a device realization runs, its order (inputs first) is simulated: each value is held from the
+step that makes it to its last reader (to the end for a root), on top of what the device holds already.
+While that peak is above the budget, the largest value read both before and after the peak (not at it)
+is considered: its late readers can read a copy made again just before the first of them, from inputs
+that are still held then (or that are made again too, a few steps back, through ops that compute the
+same bytes from the same inputs). It is made again when that costs no more time, on the device profile
+of runtime/device_model.py, than spilling it would (a download and an upload): a training step's
+attention probabilities (a product of two head matrices it keeps anyway, a scale, a mask, a softmax)
+are made again; a large product's output is spilled. A value only read after the peak is left where it
+is made: a tensor may hold it, and it must then be made where the program made it.
+
+Same kernels, same inputs: the values are byte-identical to those of the run without a budget. What the
+simulation misses (values other tensors hold, host steps) the evictor still handles (runtime/memory.py).
+"""
+import weakref
+
+from .device_model import copy_seconds, kernel_seconds, kernel_work, profile_named
+from .counters import COUNTERS
+from .graph import Node, pending_order
+from .memory import bucket
+from ..kernels.ops import OPS
+
+# Ops made again from their inputs with the same bytes (no random stream, no effect, no host call).
+_FAMILIES = frozenset({"unary", "binary", "compare", "logical", "select", "cast", "softmax", "layer_norm",
+                       "matmul", "movement", "fill", "reduce"})
+_INDEX = frozenset({"take", "take_along", "index"})
+_WORTH_BYTES = 256 * 1024   # smaller values are not worth a second kernel
+_CHAIN = 8                  # at most this many ops made again for one value
+_ROUNDS = 512               # candidates tried per realization, at most
+
+# Nodes made by `rematerialize` (a value made again is not made a third time: its readers are close).
+_COPIES = weakref.WeakSet()
+
+# The device profile a plan's choices are priced on (the only GPU measured so far is an H200).
+PROFILE = "h200"
+
+
+def _remakeable(node):
+    record = OPS.get(node.op)
+    return record is not None and (record.family in _FAMILIES or node.op in _INDEX)
+
+
+def ordered(roots, chain):
+    """The order a realization of `roots` on backends `chain` runs its pending nodes in: inputs first
+    (graph.pending_order); on a device, the last readers of big values moved up, and values made again
+    where the device's budget cannot hold the rest (`rematerialize`)."""
+    device = chain[0]
+    if device.is_host:
+        return pending_order(roots)
+    order = pending_order(roots, early=True)
+    memory = device.memory
+    return rematerialize(order, roots, memory.budget - memory.resident_bytes) if order else order
+
+
+def rematerialize(order, roots, room):
+    """`order` (pending nodes, inputs first), with values made again for their late readers while the
+    simulated peak of the values it makes is above `room` bytes; returns the order to run (the same list
+    when nothing is worth doing). Late readers are rewired to the new nodes."""
+    if sum(bucket(n.nbytes) for n in order) <= room:
+        return order  # even holding every value to the end fits
+    profile = profile_named(PROFILE)
+    rootset = set(roots)
+    tried = set()
+    for _ in range(_ROUNDS):
+        held, peak_at, readers = _simulate(order, rootset)
+        if held <= room:
+            break
+        choice = _best(order, peak_at, readers, rootset, tried, profile)
+        if choice is None:
+            break
+        order = _apply(order, choice, readers)
+    return order
+
+
+def _simulate(order, rootset):
+    """(peak bytes, its position, readers: node -> positions of the steps reading it) of `order`."""
+    readers = {}
+    for k, node in enumerate(order):
+        for inp in node.inputs:
+            positions = readers.get(inp)
+            if positions is None:
+                readers[inp] = [k]
+            elif positions[-1] != k:
+                positions.append(k)
+    end = len(order)
+    change = [0] * (end + 1)
+    for k, node in enumerate(order):
+        size = bucket(node.nbytes)
+        change[k] += size
+        positions = readers.get(node)
+        last = end if node in rootset or positions is None else positions[-1]
+        change[min(last + 1, end)] -= size
+    held, peak, peak_at = 0, -1, 0
+    for k in range(end):
+        held += change[k]
+        if held > peak:
+            peak, peak_at = held, k
+    return peak, peak_at, readers
+
+
+def _best(order, peak_at, readers, rootset, tried, profile):
+    """The largest value held across position `peak_at` and not read there whose late readers can get
+    it made again no slower than spilling it: (value, first late position, the nodes to make), or None."""
+    index = {node: k for k, node in enumerate(order)}
+    candidates = []
+    for node in order[:peak_at]:
+        if node in rootset or node in tried or node.nbytes < _WORTH_BYTES or node in _COPIES or not _remakeable(node):
+            continue
+        positions = readers.get(node)
+        if not positions or positions[0] > peak_at or positions[-1] <= peak_at or peak_at in positions:
+            continue
+        candidates.append(node)
+    candidates.sort(key=lambda n: -n.nbytes)
+    for value in candidates:
+        tried.add(value)
+        late = _first_late(order, readers, value, peak_at)
+        if late is None:
+            continue
+        chain = _chain(value, late, index, readers, rootset)
+        if chain is None:
+            continue
+        remake = sum(_seconds(profile, n) for n in chain)
+        if remake <= 2 * copy_seconds(profile, value.nbytes):
+            return value, late, chain
+    return None
+
+
+def _first_late(order, readers, value, peak_at):
+    """The position of `value`'s first late reader: the first after `peak_at`, or earlier, an
+    elementwise reader whose own readers are all late (the fuser may make one kernel of it and them,
+    which must then read one value, not the value and its copy); None when that is not after `peak_at`."""
+    positions = readers[value]
+    late = next(p for p in positions if p > peak_at)
+    for k in reversed([p for p in positions if p < late]):
+        if not _joins(order[k], late, readers, order, 3):
+            break
+        late = k
+    return late if late > peak_at else None
+
+
+def _joins(node, late, readers, order, depth):
+    """Whether elementwise `node`'s readers are all at or after position `late`, or are such nodes."""
+    record = OPS.get(node.op)
+    if record is None or not record.elementwise:
+        return False
+    for k in readers.get(node, ()):
+        if k < late and (depth == 0 or not _joins(order[k], late, readers, order, depth - 1)):
+            return False
+    return bool(readers.get(node))
+
+
+def _chain(value, late, index, readers, rootset, depth=4):
+    """The nodes to make again (inputs first, `value` last) so that `value` exists at position `late`:
+    its inputs that are not held then are made again too, `depth` levels back; None if that cannot be."""
+    chain = []
+    for inp in value.inputs:
+        if inp.buffer is not None or inp not in index or inp in rootset:
+            continue  # realized (held by whoever holds this graph), or held to the end
+        if readers[inp][-1] >= late:
+            continue  # still held then
+        if depth == 0 or not _remakeable(inp):
+            return None
+        more = _chain(inp, late, index, readers, rootset, depth - 1)
+        if more is None:
+            return None
+        chain += [n for n in more if n not in chain]
+    chain.append(value)
+    return chain if len(chain) <= _CHAIN else None
+
+
+def _seconds(profile, node):
+    """The modeled time of `node`'s kernel on `profile`."""
+    inputs = list({id(i): (i.shape, i.dtype) for i in node.inputs}.values())
+    read, written, flops = kernel_work(node.op, node.shape, node.dtype, inputs)
+    return kernel_seconds(profile, node.op, read, written, flops)[0]
+
+
+def _apply(order, choice, readers):
+    """`order` with the chain made again before position `late`, and the readers from there on rewired."""
+    value, late, chain = choice
+    copies = {}
+    for node in chain:
+        copy = Node(node.op, [copies.get(i, i) for i in node.inputs], node.attrs, node.shape, node.dtype)
+        copy.used = True
+        copies[node] = copy
+        _COPIES.add(copy)
+    for k in readers[value]:
+        if k >= late:
+            reader = order[k]
+            reader.inputs = tuple(copies[value] if i is value else i for i in reader.inputs)
+    COUNTERS.remade += len(chain)
+    return order[:late] + [copies[n] for n in chain] + order[late:]
