@@ -104,7 +104,11 @@ class DeviceMemory:
         return nbytes
 
     def _set_budget(self, nbytes):
-        self.budget = self._within_memory(nbytes)
+        nbytes = self._within_memory(nbytes)
+        if nbytes > self.budget:
+            # room was given back: spilled values may return at once (re-homing), not after a quiet spell
+            self.quiet = float("inf")
+        self.budget = nbytes
         while self.resident_bytes > self.budget and self._evict_one():
             pass
 

@@ -42,8 +42,8 @@ def test_state_spilled_under_a_tight_budget_returns_to_the_device_once_the_budge
     spilled = [step() for _ in range(2)]
     assert spilled[-1][2] == 6  # every parameter left on the host: its update ran there
     lt.set_memory_budget(None)
-    restored = [step() for _ in range(8)]
-    assert any(copies.get(("h2d", "re-home"), 0) for _, copies, _ in restored)
+    restored = [step() for _ in range(2)]  # raising the budget needs no quiet spell: back within two steps
+    assert restored[0][1].get(("h2d", "re-home"), 0) > 0
     _, copies, host_only = restored[-1]
     assert host_only == 0
     assert copies == {("d2h", "host-read:item"): 1}  # the loss; nothing else crosses once back home
