@@ -9,7 +9,8 @@ peak, the bytes copied each way, where AdamW ran, and the step's modeled time on
 the model's rates, not a timing of this machine, except the "host kernels" part (kernels that ran on the
 CPU because the budget sent them there), which is measured here.
 
-    python bench/modeled_step.py [--size seed] [--batch 8] [--budgets 1,0.5,0.25] [--profile h200]
+    python bench/modeled_step.py [--size seed] [--batch 8] [--budgets 1,0.5,0.25] [--budgets-mb 385,192]
+                                 [--profile h200]
 """
 import argparse
 import json
@@ -48,13 +49,14 @@ for i in range(step_no):
     if i < step_no - 1:
         fn(model, opt, x.to("virtual"), y.to("virtual")).item()
         continue
+    remade = lt.counters()["remade"]
     with lt.profile(model=profile_name) as p, memory.watch_peak() as peak:
         fn(model, opt, x.to("virtual"), y.to("virtual")).item()
 s, m = p.stats, p.stats["modeled"]
 adamw = [k.backend for k in p.kernels if k.op == "adamw"]
 print(json.dumps({"peak": peak[0], "up": s["upload_bytes"], "down": s["download_bytes"],
                   "evictions": s["evictions"], "modeled": m, "adamw_on_device": sum(b == "virtual" for b in adamw),
-                  "adamw": len(adamw)}))
+                  "adamw": len(adamw), "remade": lt.counters()["remade"] - remade}))
 """ % (VOCAB, VOCAB)
 
 
@@ -75,6 +77,7 @@ def main():
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--step", type=int, default=4)
     parser.add_argument("--budgets", default="1,0.5,0.25", help="fractions of the unlimited step's peak")
+    parser.add_argument("--budgets-mb", default="", help="budgets in MB (1e6 bytes), after the fractions")
     parser.add_argument("--profile", default="h200")
     parser.add_argument("--modes", default="eager,jit")
     args = parser.parse_args()
@@ -87,19 +90,22 @@ def main():
     shape = f"{sizes['n_layer']} layers x {sizes['n_embd']}, {sizes['n_head']} heads, block {sizes['block_size']}"
     print(header(f"A training step modeled on {args.profile} ({args.size}: {shape}; batch {args.batch}, "
                  f"step {args.step}; virtual device, offload always)", 1))
-    print("| step | budget | peak MB | up MB | down MB | evictions | AdamW on the device | modeled ms "
-          "(device kernels + copies + host kernels measured here) | modeled / unlimited |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| step | budget | peak MB | up MB | down MB | evictions | values made again | AdamW on the device | "
+          "modeled ms (device kernels + copies + host kernels measured here) | modeled / unlimited |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for mode in args.modes.split(","):
         compiled = mode == "jit"
         unlimited = measure(compiled, sizes, args.batch, args.step, 0, args.profile)
-        for fraction in (float(f) for f in args.budgets.split(",")):
-            budget = int(unlimited["peak"] * fraction) if fraction < 1 else 0
+        budgets = [(f"{f:g} of the peak", int(unlimited["peak"] * f) if f < 1 else 0)
+                   for f in (float(f) for f in args.budgets.split(",") if f)]
+        budgets += [("", int(float(mb) * 1e6)) for mb in args.budgets_mb.split(",") if mb]
+        for name, budget in budgets:
             r = unlimited if budget == 0 else measure(compiled, sizes, args.batch, args.step, budget, args.profile)
             m = r["modeled"]
-            label = "none" if budget == 0 else f"{fraction:g} of the peak ({budget / 1e6:.0f} MB)"
+            label = "none" if budget == 0 else f"{name} ({budget / 1e6:.0f} MB)" if name else f"{budget / 1e6:.0f} MB"
             print(f"| {'lt.jit' if compiled else 'eager'} | {label} | {r['peak'] / 1e6:.1f} | {r['up'] / 1e6:.1f} | "
-                  f"{r['down'] / 1e6:.1f} | {r['evictions']} | {r['adamw_on_device']} of {r['adamw']} | "
+                  f"{r['down'] / 1e6:.1f} | {r['evictions']} | {r['remade']} | "
+                  f"{r['adamw_on_device']} of {r['adamw']} | "
                   f"{m['total_s'] * 1e3:.2f} ({m['device_kernel_s'] * 1e3:.2f} + {m['copy_s'] * 1e3:.2f} + "
                   f"{m['host_kernel_s'] * 1e3:.2f}) | {m['total_s'] / unlimited['modeled']['total_s']:.2f}x |")
 
