@@ -20,16 +20,15 @@ def _program(device, seed=0):
     rng = np.random.default_rng(seed)
     def leaf():
         return lt.tensor(rng.standard_normal((N, N)).astype(np.float32) / 16).to(device)
-    w, v = leaf(), leaf()
-    ws, vs = [w] * LAYERS, [v] * LAYERS
-    h, hs, probs = leaf(), [], []
-    for w, v in zip(ws, vs):
+    w, v, h = leaf(), leaf(), leaf()
+    hs, probs = [], []
+    for _ in range(LAYERS):
         hs.append(h)
         a = lt.softmax(h @ w, dim=-1)
         probs.append(a)
         h = a @ v
     g = h
-    for a, v, h_in in reversed(list(zip(probs, vs, hs))):
+    for a, h_in in reversed(list(zip(probs, hs))):
         g = (g * a) @ v.mT + h_in
     return g
 
