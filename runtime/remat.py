@@ -29,7 +29,7 @@ _FAMILIES = frozenset({"unary", "binary", "compare", "logical", "select", "cast"
 _INDEX = frozenset({"take", "take_along", "index"})
 _WORTH_BYTES = 256 * 1024   # smaller values are not worth a second kernel
 _CHAIN = 8                  # at most this many ops made again for one value
-_ROUNDS = 512               # candidates tried per realization, at most
+_ROUNDS = 512               # values made again per realization, at most
 
 # Nodes made by `rematerialize` (a value made again is not made a third time: its readers are close).
 _COPIES = weakref.WeakSet()
@@ -105,7 +105,6 @@ def _simulate(order, rootset):
 def _best(order, peak_at, readers, rootset, tried, profile):
     """The largest value held across position `peak_at` and not read there whose late readers can get
     it made again no slower than spilling it: (value, first late position, the nodes to make), or None."""
-    index = {node: k for k, node in enumerate(order)}
     candidates = []
     for node in order[:peak_at]:
         if node in rootset or node in tried or node.nbytes < _WORTH_BYTES or node in _COPIES or not _remakeable(node):
@@ -120,7 +119,7 @@ def _best(order, peak_at, readers, rootset, tried, profile):
         late = _first_late(order, readers, value, peak_at)
         if late is None:
             continue
-        chain = _chain(value, late, index, readers, rootset)
+        chain = _chain(value, late, readers, rootset)
         if chain is None:
             continue
         remake = sum(_seconds(profile, n) for n in chain)
@@ -153,18 +152,18 @@ def _joins(node, late, readers, order, depth):
     return bool(readers.get(node))
 
 
-def _chain(value, late, index, readers, rootset, depth=4):
+def _chain(value, late, readers, rootset, depth=4):
     """The nodes to make again (inputs first, `value` last) so that `value` exists at position `late`:
     its inputs that are not held then are made again too, `depth` levels back; None if that cannot be."""
     chain = []
     for inp in value.inputs:
-        if inp.buffer is not None or inp not in index or inp in rootset:
+        if inp.buffer is not None or inp in rootset:
             continue  # realized (held by whoever holds this graph), or held to the end
         if readers[inp][-1] >= late:
             continue  # still held then
         if depth == 0 or not _remakeable(inp):
             return None
-        more = _chain(inp, late, index, readers, rootset, depth - 1)
+        more = _chain(inp, late, readers, rootset, depth - 1)
         if more is None:
             return None
         chain += [n for n in more if n not in chain]
