@@ -1,7 +1,7 @@
 """The settings kernels need from outside: where compiled kernels are cached, which NVRTC library to
-load, which CUDA matmul to render, which library computes mid-sized float32 products on the CPU. The
-kernels read no environment variable; the runtime's configuration (runtime/config.py, the one table of
-LAZYTENSOR_* variables) provides these at import."""
+load, which CUDA matmul to render, which library computes mid-sized float32 products on the CPU, whether
+numba's loops may run 512 bits wide. The kernels read no environment variable; the runtime's
+configuration (runtime/config.py, the one table of LAZYTENSOR_* variables) provides these at import."""
 import os
 
 _providers = {
@@ -9,6 +9,7 @@ _providers = {
     "nvrtc_library": lambda: None,   # None: search NVIDIA's wheels and CUDA installs
     "cuda_matmul": lambda: "tiled",
     "host_blas": lambda: "auto",     # which library computes mid-sized float32 products (kernels/cpu/gemm.py)
+    "wide_vectors": lambda: True,    # 512-bit numba loops on AVX-512 CPUs (kernels/cpu/vector_width.py)
 }
 
 

@@ -159,6 +159,9 @@ VARIABLES = (
              "who computes float32 products of 2^18 to 2^25 multiply-adds on the CPU: NumPy's BLAS, BLIS, or "
              "the faster of the two on this machine (measured once, kept in the cache folder)",
              _choice("auto", "numpy", "blis")),
+    Variable("LAZYTENSOR_WIDE_VECTORS", "`1` or `0`", True, "`1`",
+             "on CPUs with AVX-512, compile numba's loops 512 bits wide (LLVM prefers 256 on Intel); read when the "
+             "kernels load, and it applies to every numba function of the process", _switch),
 )
 _BY_NAME = {v.name: v for v in VARIABLES}
 
@@ -195,4 +198,5 @@ def markdown_table():
 
 _kernel_settings.provide(cache_dir=default_cache_dir, nvrtc_library=lambda: get("LAZYTENSOR_NVRTC"),
                          cuda_matmul=lambda: get("LAZYTENSOR_CUDA_MATMUL"),
-                         host_blas=lambda: get("LAZYTENSOR_HOST_BLAS"))
+                         host_blas=lambda: get("LAZYTENSOR_HOST_BLAS"),
+                         wide_vectors=lambda: get("LAZYTENSOR_WIDE_VECTORS"))

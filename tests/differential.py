@@ -209,7 +209,7 @@ def _draw_step(draw, st, rng, op, i, v, values, kind):
         if x.ndim == 0:
             return ("read", i), None
         dim = draw(st.integers(0, x.ndim - 1))
-        return ("softmax", i, dim), _derived(v, _softmax(x, dim), cross=False, oracle=False, check="unit")
+        return ("softmax", i, dim), _derived(v, _softmax(x, dim), cross=False, oracle=False, check="softmax")
     if op == "matmul":  # of x's values brought into [-4, 4] (a product's rounding has no exact bound)
         if x.ndim == 0:
             return ("read", i), None
@@ -429,7 +429,7 @@ def _ulps(got, want):
 
 def agree(got, want, check, bound=None):
     """Whether `got` is `want` under `check` (exact: the same bytes but any NaN; unit: within 4 units;
-    sum: within `bound` (a reordered fold's error) and the rounding)."""
+    softmax: within 8; sum: within `bound` (a reordered fold's error) and the rounding)."""
     with np.errstate(all="ignore"):  # the spacing of the largest float overflows: an infinite margin
         return _agree(got, want, check, bound)
 
@@ -446,6 +446,8 @@ def _agree(got, want, check, bound):
         return False
     if check == "unit":
         return bool(np.all(_ulps(got[finite], want[finite]) <= 4))
+    if check == "softmax":  # exp (libm's or ours, against NumPy's own), then the Σ and the division: each
+        return bool(np.all(_ulps(got[finite], want[finite]) <= 8))  # adds its unit (5 seen in float64)
     # sums, means, variances (float64 folds in another order than NumPy's, then both round once) and
     # products (BLAS's order and width): within `bound` of the oracle, and the rounding
     rounding = np.spacing(np.abs(want[finite])).astype(np.float64)

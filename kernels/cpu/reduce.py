@@ -3,7 +3,8 @@
 Same order as the reference (kernels/reference/reduce.py): each output (or each strided partial of a
 blocked sum) starts from its first element and adds the rest in row-major order of the reduced
 positions; no fast-math, so LLVM may not reassociate. The results are bit-identical to the reference.
-A blocked sum's partials are independent, so their loops vectorize where a left fold cannot.
+A blocked sum's partials are independent, so their loops vectorize where a left fold cannot; left folds
+of rows go eight rows side by side in one vector (kernels/cpu/lanes.py `fold_8_rows`), each in order.
 """
 import math
 
@@ -12,6 +13,7 @@ import numpy as np
 
 from ..reference.reduce import partials
 from .common import one_piece
+from .lanes import fold_8_rows
 
 _ROWS = 8  # rows folded side by side: independent additions in flight, each row still in order
 # Columns of a column sum per thread, at least: each thread streams its part of every row, and parts
@@ -26,6 +28,10 @@ def sum_rows(x, out):
     """out[m] = fold(+) of x[m, :] for x of shape (M, K), K >= 1."""
     M, K = x.shape
     m = 0
+    if K > _ROWS and x.strides[1] == x.itemsize:  # rows long enough to be read eight columns at a time
+        while m + _ROWS <= M:
+            fold_8_rows(x, m, out)
+            m += _ROWS
     while m + _ROWS <= M:  # eight running sums in registers
         a0, a1, a2, a3 = np.float64(x[m, 0]), np.float64(x[m + 1, 0]), np.float64(x[m + 2, 0]), \
             np.float64(x[m + 3, 0])

@@ -1,5 +1,6 @@
 """Softmax, log-softmax and their gradients over the rows of a C-contiguous (M, K) array, one pass
-structure per row: the same steps, roundings and float64 left folds as kernels/reference/softmax.py.
+structure per row: the same steps, roundings and float64 left folds as kernels/reference/softmax.py,
+but for float32 softmax rows of 16 or more, whose maximum and Σ run in lanes (kernels/cpu/lanes.py).
 
 Arithmetic runs in the array's dtype (each float32 operation is correctly rounded, as the reference's
 per-op rounding); exp of float32 values is `exp_in_float32` (computed in float32, within one float32
@@ -12,6 +13,7 @@ import numba as nb
 import numpy as np
 
 from .common import one_piece, rounded
+from .lanes import LANES, lane_max, lane_sum
 from .reduce import sum_rows
 from .special32 import exp_in_float32
 
@@ -45,9 +47,28 @@ def _exp_into(src, shift, dst, f32):
 _BLOCK = 8  # rows per block: reduce.sum_rows folds them side by side (each still in order)
 
 
+@nb.njit(cache=True, inline="always")
+def _softmax_rows_in_lanes(x, out):
+    """softmax_rows for float32 rows of at least LANES elements: the maximum and the Σ in lanes (the
+    Σ's order is not the left fold's; the float64 sum of these float32 terms is exact but for terms
+    2^29 times below the row's largest, so the rounded total almost always matches)."""
+    cell = np.empty(1, out.dtype)
+    for m in range(x.shape[0]):
+        src, dst = x[m], out[m]
+        best = lane_max(src)  # a NaN it skips turns the Σ, and so the row, NaN
+        for k in range(src.shape[0]):
+            dst[k] = exp_in_float32(np.float32(src[k] - best))
+        total = rounded(lane_sum(dst), cell)
+        for k in range(src.shape[0]):
+            dst[k] = dst[k] / total
+
+
 @nb.njit(nogil=True, cache=True, error_model="numpy")
 def softmax_rows(x, out, f32):
     """out = softmax of each row of x (K >= 1)."""
+    if f32 and x.shape[1] >= LANES:  # shorter rows: the blocked folds below cost less per row
+        _softmax_rows_in_lanes(x, out)
+        return
     totals = np.empty(_BLOCK, np.float64)
     cell = np.empty(1, out.dtype)
     for lo in range(0, x.shape[0], _BLOCK):

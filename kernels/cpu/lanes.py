@@ -1,0 +1,233 @@
+"""Reductions of one contiguous float row in a fixed number of lanes, written as vector LLVM IR.
+
+LLVM vectorizes no float reduction without fast-math (that would let it pick the order per CPU), and
+numba gives SLP nothing to start from in eight scalar accumulators, so a row's sum or maximum ran one
+element per step. Here lane j (of `LANES`) takes elements j, j + LANES, ...; the lanes then combine in a
+fixed tree and the tail is added last, so the order, and the result, is the same on every CPU (LLVM
+splits the 16-lane vector into what the CPU has: two AVX-512 or four AVX2 registers).
+
+`lane_sum` is not the left fold: it serves kernels of the tolerance class only (softmax's Σ, where the
+float64 sum of float32 values is exact but for terms 2^29 times below the largest). `lane_max` is the
+largest value by `>`; a NaN in the row may or may not come out (callers whose result turns NaN anyway,
+like softmax's shift, use it).
+"""
+from llvmlite import ir
+from numba.core import types
+from numba.core.extending import intrinsic
+
+LANES = 16
+
+
+def _row(context, builder, aryty, value):
+    """(data pointer, length) of a 1-D contiguous array value."""
+    array = context.make_array(aryty)(context, builder, value)
+    return array.data, builder.extract_value(array.shape, 0)
+
+
+def _lanes_loop(builder, data, n, acc_type, start, step):
+    """Emit `acc = step(acc, <LANES x elt> at data[i])` for i in 0, LANES, ... while i + LANES <= n;
+    returns (acc, i) after the loop."""
+    i64 = ir.IntType(64)
+    elt = data.type.pointee
+    vec_ptr = ir.VectorType(elt, LANES).as_pointer()
+    whole = builder.and_(n, ir.Constant(i64, -LANES))
+    pre = builder.block
+    head = builder.append_basic_block("lanes.head")
+    body = builder.append_basic_block("lanes.body")
+    done = builder.append_basic_block("lanes.done")
+    builder.branch(head)
+    builder.position_at_end(head)
+    i = builder.phi(i64)
+    acc = builder.phi(acc_type)
+    i.add_incoming(ir.Constant(i64, 0), pre)
+    acc.add_incoming(start, pre)
+    builder.cbranch(builder.icmp_signed("<", i, whole), body, done)
+    builder.position_at_end(body)
+    # aligned as one element, not as the vector: a row starts wherever its array puts it
+    chunk = builder.load(builder.bitcast(builder.gep(data, [i]), vec_ptr), align=4 if elt == ir.FloatType() else 8)
+    new_acc = step(acc, chunk)
+    i_next = builder.add(i, ir.Constant(i64, LANES))
+    i.add_incoming(i_next, builder.block)
+    acc.add_incoming(new_acc, builder.block)
+    builder.branch(head)
+    builder.position_at_end(done)
+    return acc, i
+
+
+def _tail_loop(builder, data, n, start_i, start, step):
+    """Emit `value = step(value, data[i])` for i from start_i to n; returns the value after the loop."""
+    i64 = ir.IntType(64)
+    pre = builder.block
+    head = builder.append_basic_block("tail.head")
+    body = builder.append_basic_block("tail.body")
+    done = builder.append_basic_block("tail.done")
+    builder.branch(head)
+    builder.position_at_end(head)
+    i = builder.phi(i64)
+    value = builder.phi(start.type)
+    i.add_incoming(start_i, pre)
+    value.add_incoming(start, pre)
+    builder.cbranch(builder.icmp_signed("<", i, n), body, done)
+    builder.position_at_end(body)
+    new_value = step(value, builder.load(builder.gep(data, [i])))
+    i.add_incoming(builder.add(i, ir.Constant(i64, 1)), builder.block)
+    value.add_incoming(new_value, builder.block)
+    builder.branch(head)
+    builder.position_at_end(done)
+    return value
+
+
+def _tree(builder, vector, combine):
+    """The vector's lanes combined pairwise in a fixed tree: (((l0 . l1) . (l2 . l3)) . ...)."""
+    values = [builder.extract_element(vector, ir.Constant(ir.IntType(32), j)) for j in range(LANES)]
+    while len(values) > 1:
+        values = [combine(values[j], values[j + 1]) for j in range(0, len(values), 2)]
+    return values[0]
+
+
+def _is_float_row(row):
+    return isinstance(row, types.Array) and row.ndim == 1 and row.layout == "C" and \
+        row.dtype in (types.float32, types.float64)
+
+
+@intrinsic
+def lane_sum(typingctx, row):
+    """The float64 sum of a contiguous float32 or float64 row in LANES lanes (0.0 for an empty row)."""
+    if not _is_float_row(row):
+        return None
+
+    def codegen(context, builder, signature, args):
+        data, n = _row(context, builder, row, args[0])
+        f64 = ir.DoubleType()
+        vec64 = ir.VectorType(f64, LANES)
+        widen = (lambda v: v) if row.dtype == types.float64 else (lambda v: builder.fpext(v, vec64))
+        acc, i = _lanes_loop(builder, data, n, vec64, ir.Constant(vec64, [0.0] * LANES),
+                             lambda a, chunk: builder.fadd(a, widen(chunk)))
+        total = _tree(builder, acc, builder.fadd)
+        scalar = (lambda v: v) if row.dtype == types.float64 else (lambda v: builder.fpext(v, f64))
+        return _tail_loop(builder, data, n, i, total, lambda t, v: builder.fadd(t, scalar(v)))
+    return types.float64(row), codegen
+
+
+@intrinsic
+def lane_max(typingctx, row):
+    """The largest value of a contiguous float row of at least one element, by `>` in LANES lanes."""
+    if not _is_float_row(row):
+        return None
+
+    def codegen(context, builder, signature, args):
+        data, n = _row(context, builder, row, args[0])
+
+        def larger(a, b):
+            return builder.select(builder.fcmp_ordered(">", b, a), b, a)
+        first = builder.load(data)
+        vec = ir.VectorType(first.type, LANES)
+        splat = builder.insert_element(ir.Constant(vec, ir.Undefined), first, ir.Constant(ir.IntType(32), 0))
+        splat = builder.shuffle_vector(splat, ir.Constant(vec, ir.Undefined),
+                                       ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES))
+        acc, i = _lanes_loop(builder, data, n, vec, splat, larger)
+        return _tail_loop(builder, data, n, i, _tree(builder, acc, larger), larger)
+    return row.dtype(row), codegen
+
+
+_ROWS = 8  # rows folded side by side by fold_8_rows: one vector of running sums, lane j for row j
+
+# An 8 x 8 transpose in three rounds of two-vector shuffles (unpack pairs, then pairs of pairs, then
+# halves): each round is (left, right, lane indices) over the previous round's vectors.
+_ROUND_1 = [(0, 1, (0, 8, 1, 9, 4, 12, 5, 13)), (0, 1, (2, 10, 3, 11, 6, 14, 7, 15)),
+            (2, 3, (0, 8, 1, 9, 4, 12, 5, 13)), (2, 3, (2, 10, 3, 11, 6, 14, 7, 15)),
+            (4, 5, (0, 8, 1, 9, 4, 12, 5, 13)), (4, 5, (2, 10, 3, 11, 6, 14, 7, 15)),
+            (6, 7, (0, 8, 1, 9, 4, 12, 5, 13)), (6, 7, (2, 10, 3, 11, 6, 14, 7, 15))]
+_LO2, _HI2 = (0, 1, 8, 9, 4, 5, 12, 13), (2, 3, 10, 11, 6, 7, 14, 15)
+_ROUND_2 = [(0, 2, _LO2), (0, 2, _HI2), (1, 3, _LO2), (1, 3, _HI2),
+            (4, 6, _LO2), (4, 6, _HI2), (5, 7, _LO2), (5, 7, _HI2)]
+_LO4, _HI4 = (0, 1, 2, 3, 8, 9, 10, 11), (4, 5, 6, 7, 12, 13, 14, 15)
+_ROUND_3 = [(0, 4, _LO4), (1, 5, _LO4), (2, 6, _LO4), (3, 7, _LO4),
+            (0, 4, _HI4), (1, 5, _HI4), (2, 6, _HI4), (3, 7, _HI4)]
+
+
+def _transposed(builder, rows):
+    """The 8 columns of the 8 x 8 block whose rows are the vectors `rows`."""
+    i32 = ir.IntType(32)
+    for spec in (_ROUND_1, _ROUND_2, _ROUND_3):
+        rows = [builder.shuffle_vector(rows[a], rows[b], ir.Constant(ir.VectorType(i32, 8), list(lanes)))
+                for a, b, lanes in spec]
+    return rows
+
+
+@intrinsic
+def fold_8_rows(typingctx, x, m, out):
+    """out[m + j] = the float64 left fold of row m + j of `x` (2-D float32 or float64, each row
+    contiguous, at least one column), for j < 8: the reference's order in every row, eight rows in
+    one vector (columns taken eight at a time through an in-register transpose)."""
+    if not (isinstance(x, types.Array) and x.ndim == 2 and x.dtype in (types.float32, types.float64)
+            and isinstance(m, types.Integer) and isinstance(out, types.Array) and out.ndim == 1
+            and out.dtype == types.float64):
+        return None
+
+    def codegen(context, builder, signature, args):
+        i64, i32, f64 = ir.IntType(64), ir.IntType(32), ir.DoubleType()
+        array = context.make_array(x)(context, builder, args[0])
+        result = context.make_array(out)(context, builder, args[2])
+        first = context.cast(builder, args[1], m, types.int64)
+        row_bytes = builder.extract_value(array.strides, 0)
+        k_total = builder.extract_value(array.shape, 1)
+        elt = array.data.type.pointee
+        vec8 = ir.VectorType(elt, 8)
+        vec64 = ir.VectorType(f64, 8)
+        align = 4 if elt == ir.FloatType() else 8
+        base = builder.ptrtoint(array.data, i64)
+        rows = [builder.inttoptr(builder.add(base, builder.mul(builder.add(first, ir.Constant(i64, j)), row_bytes)),
+                                 elt.as_pointer()) for j in range(_ROWS)]
+
+        def widen(v):
+            return v if elt == f64 else builder.fpext(v, vec64)
+
+        def column(k):
+            v = ir.Constant(vec8, ir.Undefined)
+            for j, row in enumerate(rows):
+                v = builder.insert_element(v, builder.load(builder.gep(row, [k])), ir.Constant(i32, j))
+            return widen(v)
+
+        start = column(ir.Constant(i64, 0))
+        # columns 1.. in blocks of eight, transposed in registers
+        pre = builder.block
+        head, body, done = (builder.append_basic_block(n) for n in ("fold8.head", "fold8.body", "fold8.done"))
+        builder.branch(head)
+        builder.position_at_end(head)
+        k = builder.phi(i64)
+        acc = builder.phi(vec64)
+        k.add_incoming(ir.Constant(i64, 1), pre)
+        acc.add_incoming(start, pre)
+        builder.cbranch(builder.icmp_signed("<=", builder.add(k, ir.Constant(i64, 8)), k_total), body, done)
+        builder.position_at_end(body)
+        loaded = [builder.load(builder.bitcast(builder.gep(row, [k]), vec8.as_pointer()), align=align)
+                  for row in rows]
+        new_acc = acc
+        for col in _transposed(builder, loaded):
+            new_acc = builder.fadd(new_acc, widen(col))
+        k.add_incoming(builder.add(k, ir.Constant(i64, 8)), builder.block)
+        acc.add_incoming(new_acc, builder.block)
+        builder.branch(head)
+        builder.position_at_end(done)
+        # the last columns one at a time
+        pre = builder.block
+        head, body, done = (builder.append_basic_block(n) for n in ("fold8.tail", "fold8.step", "fold8.end"))
+        builder.branch(head)
+        builder.position_at_end(head)
+        k2 = builder.phi(i64)
+        acc2 = builder.phi(vec64)
+        k2.add_incoming(k, pre)
+        acc2.add_incoming(acc, pre)
+        builder.cbranch(builder.icmp_signed("<", k2, k_total), body, done)
+        builder.position_at_end(body)
+        stepped = builder.fadd(acc2, column(k2))
+        k2.add_incoming(builder.add(k2, ir.Constant(i64, 1)), builder.block)
+        acc2.add_incoming(stepped, builder.block)
+        builder.branch(head)
+        builder.position_at_end(done)
+        for j in range(_ROWS):
+            target = builder.gep(result.data, [builder.add(first, ir.Constant(i64, j))])
+            builder.store(builder.extract_element(acc2, ir.Constant(i32, j)), target)
+        return context.get_dummy_value()
+    return types.void(x, m, out), codegen
