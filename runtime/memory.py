@@ -76,6 +76,9 @@ class DeviceMemory:
         self.quiet = 0
         self._last_gc = (float("-inf"), False)
         self.memory_fallbacks = 0  # requests refused (budget or device full): the kernel ran elsewhere
+        # the most bytes one refused kernel needed at once (result and operands) under the current budget:
+        # the smallest budget that runs every kernel refused so far on this device
+        self.largest_refused = 0
         self._free_at_start, self._total = backend.mem_info()
         self.budget = self._within_memory(default_budget(self._free_at_start),
                                           " (LAZYTENSOR_MEMORY_BUDGET, or an lt.set_memory_budget before it started)")
@@ -105,6 +108,7 @@ class DeviceMemory:
 
     def _set_budget(self, nbytes):
         nbytes = self._within_memory(nbytes)
+        self.largest_refused = 0
         if nbytes > self.budget:
             # room was given back: spilled values may return at once (re-homing), not after a quiet spell
             self.quiet = float("inf")
@@ -121,9 +125,15 @@ class DeviceMemory:
         block = self._allocate(size, prefer)
         if block is None:
             self.memory_fallbacks += 1
+            if size > self.budget:
+                self.refused_need(size)
         else:
             self._add_resident(size)
         return block
+
+    def refused_need(self, nbytes):
+        """Note that a kernel needing `nbytes` at once was refused by the budget (it runs elsewhere)."""
+        self.largest_refused = max(self.largest_refused, nbytes)
 
     def _allocate(self, size, prefer=None):
         if size > self.budget:
@@ -304,7 +314,8 @@ class DeviceMemory:
         return {"bytes_resident": self.resident_bytes, "peak_bytes": self.peak_bytes, "budget": self.budget,
                 "cached_bytes": self.cached_bytes, "buffers_resident": len(self._lru),
                 "evictions": self.evictions, "evicted_bytes": self.evicted_bytes,
-                "memory_fallbacks": self.memory_fallbacks, "device_free": free, "device_total": total,
+                "memory_fallbacks": self.memory_fallbacks, "largest_refused_bytes": self.largest_refused,
+                "device_free": free, "device_total": total,
                 "status_reads": self.backend.status_reads}
 
 

@@ -189,6 +189,7 @@ class _Planner:
                     upload.append(v)
         if held > backend.memory.budget:
             self.refused.append(backend)
+            backend.memory.refused_need(held)
             return False
         for v in upload:
             if v.on_device:  # on another device: through the host, and that device forgets it

@@ -69,6 +69,7 @@ class Profile:
             m = d.memory
             per_device[d.name] = {"evictions": m.evictions - e0, "evicted_bytes": m.evicted_bytes - b0,
                                   "memory_fallbacks": m.memory_fallbacks - o0,
+                                  "largest_refused_bytes": m.largest_refused,
                                   "peak_bytes": self._peaks[d.name][0] if d.name in self._peaks else
                                   m.peak_bytes, "bytes_resident": m.resident_bytes, "budget": m.budget}
         stats["evictions"] = sum(v["evictions"] for v in per_device.values())
@@ -126,6 +127,9 @@ class Profile:
         for name, d in s["devices"].items():
             lines.append(f"device {name}: peak {d['peak_bytes']:,} B, resident now {d['bytes_resident']:,} B, "
                          f"budget {d['budget']:,} B, kernels sent elsewhere for memory {d['memory_fallbacks']}")
+            if d["memory_fallbacks"] and d["largest_refused_bytes"]:
+                lines.append(f"  the budget is below what one kernel needs at once ({d['largest_refused_bytes']:,} B: "
+                             f"its result and operands); a budget of at least that runs it on {name}")
         if self.model is not None:
             lines.extend(self.modeled(self.model).lines())
         dropped = [f"{n:,} {what} records" for what, n in (("copy", s["records_dropped"]["transfers"]),

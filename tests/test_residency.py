@@ -1,5 +1,6 @@
 """Residency on the virtual device: values stay where computed; host reads and writes move exactly once."""
 import gc
+import io
 
 import numpy as np
 import pytest
@@ -174,6 +175,23 @@ def test_a_kernel_bigger_than_the_budget_runs_on_the_cpu(virtual, big):
     y = lt.tensor(big).exp()
     y.realize()
     assert y.residency is Residency.HOST and lt.transfer_log() == []
+
+
+def test_a_kernel_bigger_than_the_budget_names_the_smallest_budget_that_runs_it_on_the_device(virtual, rng):
+    a = rng.standard_normal((256, 256)).astype(np.float32)  # 256 KiB: a product holds three of them
+    virtual(budget="100KB", offload="always")
+    with lt.profile() as p:
+        lt.tensor(a).matmul(lt.tensor(a)).realize()
+    need = lt.residency_stats()["devices"]["virtual"]["largest_refused_bytes"]
+    assert need >= 3 * a.nbytes and p.stats["devices"]["virtual"]["memory_fallbacks"] >= 1
+    text = p.summary(file=io.StringIO())
+    assert "a budget of at least that runs it on virtual" in text and f"{need:,} B" in text
+    lt.set_memory_budget(need)  # the budget it names: the same product now runs on the device
+    assert lt.residency_stats()["devices"]["virtual"]["largest_refused_bytes"] == 0
+    with lt.profile() as p:
+        y = lt.tensor(a).matmul(lt.tensor(a))
+        y.realize()
+    assert p.stats["devices"]["virtual"]["memory_fallbacks"] == 0 and y.residency is not Residency.HOST
 
 
 def test_downloads_reuse_pinned_staging_blocks(virtual, big):
