@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from lazytensor.kernels.cpu import vector_width
-from lazytensor.kernels.cpu.lanes import LANES, fold_8_rows, lane_max, lane_sum
+from lazytensor.kernels.cpu.lanes import LANES, fold_8_rows, fold_16_rows, lane_max, lane_sum
 from lazytensor.kernels.cpu.reduce import sum_rows
 from lazytensor.kernels.reference import KERNELS
 from lazytensor.runtime.backends.numba_backend import NumbaBackend
@@ -17,6 +17,14 @@ def _folds(x):
     out = np.empty(x.shape[0])
     for m in range(0, x.shape[0] - 7, 8):
         fold_8_rows(x, m, out)
+    return out
+
+
+@nb.njit
+def _folds_16(x):
+    out = np.empty(x.shape[0])
+    for m in range(0, x.shape[0] - 15, 16):
+        fold_16_rows(x, m, out)
     return out
 
 
@@ -50,6 +58,14 @@ def test_fold_8_rows_is_each_rows_left_fold_byte_for_byte(k, dtype, seed):
     assert _folds(x).tobytes() == _left_folds(x).tobytes()
 
 
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 70), st.sampled_from([np.float32, np.float64]), st.integers(0, 2 ** 32 - 1))
+def test_fold_16_rows_is_each_rows_left_fold_byte_for_byte(k, dtype, seed):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((32, k)) * np.exp2(rng.integers(-30, 30, (32, k)))).astype(dtype)
+    assert _folds_16(x).tobytes() == _left_folds(x).tobytes()
+
+
 def test_fold_8_rows_keeps_signed_zeros_infinities_and_nan_as_the_left_fold_does():
     x = np.zeros((8, 19), np.float32)
     x[0] = -0.0                     # all -0.0: the fold of -0.0s is -0.0
@@ -67,9 +83,9 @@ def test_fold_8_rows_reads_rows_of_a_column_slice_where_they_lie():
     assert _folds(x).tobytes() == _left_folds(x).tobytes()
 
 
-def test_sum_rows_gives_the_same_bytes_with_and_without_the_vector_fold():
-    x = np.random.default_rng(2).standard_normal((37, 129)).astype(np.float32) * 1e6
-    got = np.empty(37)
+def test_sum_rows_gives_the_left_folds_bytes_in_blocks_of_sixteen_eight_and_one():
+    x = np.random.default_rng(2).standard_normal((27, 129)).astype(np.float32) * 1e6  # 16 + 8 + 3 rows
+    got = np.empty(27)
     sum_rows(x, got)
     assert got.tobytes() == _left_folds(x).tobytes()
 

@@ -155,17 +155,11 @@ def _transposed(builder, rows):
     return rows
 
 
-@intrinsic
-def fold_8_rows(typingctx, x, m, out):
-    """out[m + j] = the float64 left fold of row m + j of `x` (2-D float32 or float64, each row
-    contiguous, at least one column), for j < 8: the reference's order in every row, eight rows in
-    one vector (columns taken eight at a time through an in-register transpose)."""
-    if not (isinstance(x, types.Array) and x.ndim == 2 and x.dtype in (types.float32, types.float64)
-            and isinstance(m, types.Integer) and isinstance(out, types.Array) and out.ndim == 1
-            and out.dtype == types.float64):
-        return None
-
+def _fold_rows_codegen(groups):
+    """The codegen of fold_8_rows (groups=1) and fold_16_rows (groups=2: two vectors of running sums,
+    independent chains of additions in flight side by side)."""
     def codegen(context, builder, signature, args):
+        x, m, out = signature.args
         i64, i32, f64 = ir.IntType(64), ir.IntType(32), ir.DoubleType()
         array = context.make_array(x)(context, builder, args[0])
         result = context.make_array(out)(context, builder, args[2])
@@ -177,57 +171,84 @@ def fold_8_rows(typingctx, x, m, out):
         vec64 = ir.VectorType(f64, 8)
         align = 4 if elt == ir.FloatType() else 8
         base = builder.ptrtoint(array.data, i64)
-        rows = [builder.inttoptr(builder.add(base, builder.mul(builder.add(first, ir.Constant(i64, j)), row_bytes)),
-                                 elt.as_pointer()) for j in range(_ROWS)]
+        rows = [[builder.inttoptr(builder.add(base, builder.mul(builder.add(first, ir.Constant(i64, 8 * g + j)),
+                                                                 row_bytes)), elt.as_pointer()) for j in range(_ROWS)]
+                for g in range(groups)]
 
         def widen(v):
             return v if elt == f64 else builder.fpext(v, vec64)
 
-        def column(k):
+        def column(group, k):
             v = ir.Constant(vec8, ir.Undefined)
-            for j, row in enumerate(rows):
+            for j, row in enumerate(group):
                 v = builder.insert_element(v, builder.load(builder.gep(row, [k])), ir.Constant(i32, j))
             return widen(v)
 
-        start = column(ir.Constant(i64, 0))
-        # columns 1.. in blocks of eight, transposed in registers
-        pre = builder.block
-        head, body, done = (builder.append_basic_block(n) for n in ("fold8.head", "fold8.body", "fold8.done"))
-        builder.branch(head)
-        builder.position_at_end(head)
-        k = builder.phi(i64)
-        acc = builder.phi(vec64)
-        k.add_incoming(ir.Constant(i64, 1), pre)
-        acc.add_incoming(start, pre)
-        builder.cbranch(builder.icmp_signed("<=", builder.add(k, ir.Constant(i64, 8)), k_total), body, done)
-        builder.position_at_end(body)
-        loaded = [builder.load(builder.bitcast(builder.gep(row, [k]), vec8.as_pointer()), align=align)
-                  for row in rows]
-        new_acc = acc
-        for col in _transposed(builder, loaded):
-            new_acc = builder.fadd(new_acc, widen(col))
-        k.add_incoming(builder.add(k, ir.Constant(i64, 8)), builder.block)
-        acc.add_incoming(new_acc, builder.block)
-        builder.branch(head)
-        builder.position_at_end(done)
-        # the last columns one at a time
-        pre = builder.block
-        head, body, done = (builder.append_basic_block(n) for n in ("fold8.tail", "fold8.step", "fold8.end"))
-        builder.branch(head)
-        builder.position_at_end(head)
-        k2 = builder.phi(i64)
-        acc2 = builder.phi(vec64)
-        k2.add_incoming(k, pre)
-        acc2.add_incoming(acc, pre)
-        builder.cbranch(builder.icmp_signed("<", k2, k_total), body, done)
-        builder.position_at_end(body)
-        stepped = builder.fadd(acc2, column(k2))
-        k2.add_incoming(builder.add(k2, ir.Constant(i64, 1)), builder.block)
-        acc2.add_incoming(stepped, builder.block)
-        builder.branch(head)
-        builder.position_at_end(done)
-        for j in range(_ROWS):
-            target = builder.gep(result.data, [builder.add(first, ir.Constant(i64, j))])
-            builder.store(builder.extract_element(acc2, ir.Constant(i32, j)), target)
+        def loop(name, start_k, start_accs, step, body_fn):
+            """A counted loop over k from start_k while body_fn's condition holds; returns (k, accs)."""
+            pre = builder.block
+            head, body, done = (builder.append_basic_block(f"{name}.{part}") for part in ("head", "body", "done"))
+            builder.branch(head)
+            builder.position_at_end(head)
+            k = builder.phi(i64)
+            accs = [builder.phi(vec64) for _ in start_accs]
+            k.add_incoming(start_k, pre)
+            for acc, start in zip(accs, start_accs):
+                acc.add_incoming(start, pre)
+            limit = builder.add(k, ir.Constant(i64, step - 1)) if step > 1 else k
+            builder.cbranch(builder.icmp_signed("<", limit, k_total), body, done)
+            builder.position_at_end(body)
+            new_accs = body_fn(k, accs)
+            k.add_incoming(builder.add(k, ir.Constant(i64, step)), builder.block)
+            for acc, new in zip(accs, new_accs):
+                acc.add_incoming(new, builder.block)
+            builder.branch(head)
+            builder.position_at_end(done)
+            return k, accs
+
+        def eight_columns(k, accs):  # columns k..k+7 of every group, transposed in registers
+            out_accs = []
+            for group, acc in zip(rows, accs):
+                loaded = [builder.load(builder.bitcast(builder.gep(row, [k]), vec8.as_pointer()), align=align)
+                          for row in group]
+                for col in _transposed(builder, loaded):
+                    acc = builder.fadd(acc, widen(col))
+                out_accs.append(acc)
+            return out_accs
+
+        def one_column(k, accs):
+            return [builder.fadd(acc, column(group, k)) for group, acc in zip(rows, accs)]
+
+        starts = [column(group, ir.Constant(i64, 0)) for group in rows]
+        k, accs = loop("fold.wide", ir.Constant(i64, 1), starts, 8, eight_columns)
+        _, accs = loop("fold.tail", k, accs, 1, one_column)
+        for g, acc in enumerate(accs):
+            for j in range(_ROWS):
+                target = builder.gep(result.data, [builder.add(first, ir.Constant(i64, 8 * g + j))])
+                builder.store(builder.extract_element(acc, ir.Constant(i32, j)), target)
         return context.get_dummy_value()
-    return types.void(x, m, out), codegen
+    return codegen
+
+
+def _fold_arguments(x, m, out):
+    return (isinstance(x, types.Array) and x.ndim == 2 and x.dtype in (types.float32, types.float64)
+            and isinstance(m, types.Integer) and isinstance(out, types.Array) and out.ndim == 1
+            and out.dtype == types.float64)
+
+
+@intrinsic
+def fold_8_rows(typingctx, x, m, out):
+    """out[m + j] = the float64 left fold of row m + j of `x` (2-D float32 or float64, each row
+    contiguous, at least one column), for j < 8: the reference's order in every row, eight rows in
+    one vector (columns taken eight at a time through an in-register transpose)."""
+    if not _fold_arguments(x, m, out):
+        return None
+    return types.void(x, m, out), _fold_rows_codegen(1)
+
+
+@intrinsic
+def fold_16_rows(typingctx, x, m, out):
+    """fold_8_rows of rows m..m+7 and m+8..m+15 in one loop: two chains of additions side by side."""
+    if not _fold_arguments(x, m, out):
+        return None
+    return types.void(x, m, out), _fold_rows_codegen(2)

@@ -4,7 +4,7 @@ bit-identical to the reference (no transcendental: rsqrt is 1 / sqrt in float64)
 
 Arithmetic runs in the array's dtype (each float32 operation is correctly rounded, as the
 reference's per-op rounding); a mean is the float64 fold divided by K, rounded once. Rows go in blocks
-of eight whose folds run side by side (each row's still in order): one fold alone waits on the
+of sixteen whose folds run side by side (each row's still in order): one fold alone waits on the
 latency of every addition.
 """
 import math
@@ -16,7 +16,7 @@ from .common import one_piece, rounded
 from .reduce import sum_rows
 
 
-_BLOCK = 8  # rows per block: reduce.sum_rows folds them side by side (each still in order)
+_BLOCK = 16  # rows per block: reduce.sum_rows folds them side by side (each still in order)
 
 
 @nb.njit(cache=True, inline="always")

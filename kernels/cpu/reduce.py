@@ -4,7 +4,8 @@ Same order as the reference (kernels/reference/reduce.py): each output (or each 
 blocked sum) starts from its first element and adds the rest in row-major order of the reduced
 positions; no fast-math, so LLVM may not reassociate. The results are bit-identical to the reference.
 A blocked sum's partials are independent, so their loops vectorize where a left fold cannot; left folds
-of rows go eight rows side by side in one vector (kernels/cpu/lanes.py `fold_8_rows`), each in order.
+of rows go eight rows side by side in one vector, two such vectors at a time (kernels/cpu/lanes.py),
+each row in order.
 """
 import math
 
@@ -13,7 +14,7 @@ import numpy as np
 
 from ..reference.reduce import partials
 from .common import one_piece
-from .lanes import fold_8_rows
+from .lanes import fold_8_rows, fold_16_rows
 
 _ROWS = 8  # rows folded side by side: independent additions in flight, each row still in order
 # Columns of a column sum per thread, at least: each thread streams its part of every row, and parts
@@ -29,7 +30,10 @@ def sum_rows(x, out):
     M, K = x.shape
     m = 0
     if K > _ROWS and x.strides[1] == x.itemsize:  # rows long enough to be read eight columns at a time
-        while m + _ROWS <= M:
+        while m + 2 * _ROWS <= M:
+            fold_16_rows(x, m, out)
+            m += 2 * _ROWS
+        if m + _ROWS <= M:
             fold_8_rows(x, m, out)
             m += _ROWS
     while m + _ROWS <= M:  # eight running sums in registers

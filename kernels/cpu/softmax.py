@@ -44,7 +44,7 @@ def _exp_into(src, shift, dst, f32):
             dst[k] = math.exp(src[k] - shift)
 
 
-_BLOCK = 8  # rows per block: reduce.sum_rows folds them side by side (each still in order)
+_BLOCK = 16  # rows per block: reduce.sum_rows folds them side by side (each still in order)
 
 
 @nb.njit(cache=True, inline="always")
