@@ -22,7 +22,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from harness import header, thread_env  # noqa: E402
+from harness import header, thread_env, timed  # noqa: E402
 
 # (B, T, C, heads) of the user nanoGPT's small and seed sizes (tests/user_gpt.py)
 SIZES = {"small": (32, 128, 128, 4), "seed": (8, 256, 384, 6)}
@@ -87,7 +87,6 @@ def _pytorch_cases(arrays):
 def worker(contender, size, calls):
     """In a fresh process: every op of `size`, median seconds of `calls` calls each; prints JSON."""
     import statistics
-    import time
     import numpy as np
     out = {}
     for op, shape in shapes(size).items():
@@ -98,12 +97,7 @@ def worker(contender, size, calls):
         fn = (_lazytensor_cases if contender == "lazytensor" else _pytorch_cases)(arrays)[op]
         for _ in range(3):
             fn()
-        times = []
-        for _ in range(calls):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-        out[op] = statistics.median(times)
+        out[op] = statistics.median([timed(fn) for _ in range(calls)])
     print(json.dumps(out))
 
 

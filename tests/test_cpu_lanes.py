@@ -13,18 +13,15 @@ from lazytensor.runtime.graph import Node
 
 
 @nb.njit
-def _folds(x):
+def _folds(x, sixteen=False):
+    """Each row's fold through fold_8_rows, or fold_16_rows with `sixteen` (whole blocks only)."""
     out = np.empty(x.shape[0])
-    for m in range(0, x.shape[0] - 7, 8):
-        fold_8_rows(x, m, out)
-    return out
-
-
-@nb.njit
-def _folds_16(x):
-    out = np.empty(x.shape[0])
-    for m in range(0, x.shape[0] - 15, 16):
-        fold_16_rows(x, m, out)
+    block = 16 if sixteen else 8
+    for m in range(0, x.shape[0] - block + 1, block):
+        if sixteen:
+            fold_16_rows(x, m, out)
+        else:
+            fold_8_rows(x, m, out)
     return out
 
 
@@ -63,7 +60,7 @@ def test_fold_8_rows_is_each_rows_left_fold_byte_for_byte(k, dtype, seed):
 def test_fold_16_rows_is_each_rows_left_fold_byte_for_byte(k, dtype, seed):
     rng = np.random.default_rng(seed)
     x = (rng.standard_normal((32, k)) * np.exp2(rng.integers(-30, 30, (32, k)))).astype(dtype)
-    assert _folds_16(x).tobytes() == _left_folds(x).tobytes()
+    assert _folds(x, True).tobytes() == _left_folds(x).tobytes()
 
 
 def test_fold_8_rows_keeps_signed_zeros_infinities_and_nan_as_the_left_fold_does():

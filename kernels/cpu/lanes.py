@@ -24,56 +24,48 @@ def _row(context, builder, aryty, value):
     return array.data, builder.extract_value(array.shape, 0)
 
 
-def _lanes_loop(builder, data, n, acc_type, start, step):
-    """Emit `acc = step(acc, <LANES x elt> at data[i])` for i in 0, LANES, ... while i + LANES <= n;
-    returns (acc, i) after the loop."""
+def _loop(builder, name, start_i, stop, step, starts, body):
+    """Emit a loop over i = start_i, start_i + step, ... while i + step <= stop, carrying the values
+    `starts` (one phi each): `body(i, values)` emits one iteration and returns the next values.
+    Returns (i, values) after the loop."""
     i64 = ir.IntType(64)
-    elt = data.type.pointee
-    vec_ptr = ir.VectorType(elt, LANES).as_pointer()
-    whole = builder.and_(n, ir.Constant(i64, -LANES))
     pre = builder.block
-    head = builder.append_basic_block("lanes.head")
-    body = builder.append_basic_block("lanes.body")
-    done = builder.append_basic_block("lanes.done")
+    head, loop_body, done = (builder.append_basic_block(f"{name}.{part}") for part in ("head", "body", "done"))
     builder.branch(head)
     builder.position_at_end(head)
     i = builder.phi(i64)
-    acc = builder.phi(acc_type)
-    i.add_incoming(ir.Constant(i64, 0), pre)
-    acc.add_incoming(start, pre)
-    builder.cbranch(builder.icmp_signed("<", i, whole), body, done)
-    builder.position_at_end(body)
-    # aligned as one element, not as the vector: a row starts wherever its array puts it
-    chunk = builder.load(builder.bitcast(builder.gep(data, [i]), vec_ptr), align=4 if elt == ir.FloatType() else 8)
-    new_acc = step(acc, chunk)
-    i_next = builder.add(i, ir.Constant(i64, LANES))
-    i.add_incoming(i_next, builder.block)
-    acc.add_incoming(new_acc, builder.block)
-    builder.branch(head)
-    builder.position_at_end(done)
-    return acc, i
-
-
-def _tail_loop(builder, data, n, start_i, start, step):
-    """Emit `value = step(value, data[i])` for i from start_i to n; returns the value after the loop."""
-    i64 = ir.IntType(64)
-    pre = builder.block
-    head = builder.append_basic_block("tail.head")
-    body = builder.append_basic_block("tail.body")
-    done = builder.append_basic_block("tail.done")
-    builder.branch(head)
-    builder.position_at_end(head)
-    i = builder.phi(i64)
-    value = builder.phi(start.type)
+    values = [builder.phi(v.type) for v in starts]
     i.add_incoming(start_i, pre)
-    value.add_incoming(start, pre)
-    builder.cbranch(builder.icmp_signed("<", i, n), body, done)
-    builder.position_at_end(body)
-    new_value = step(value, builder.load(builder.gep(data, [i])))
-    i.add_incoming(builder.add(i, ir.Constant(i64, 1)), builder.block)
-    value.add_incoming(new_value, builder.block)
+    for phi, value in zip(values, starts):
+        phi.add_incoming(value, pre)
+    last = builder.add(i, ir.Constant(i64, step - 1)) if step > 1 else i
+    builder.cbranch(builder.icmp_signed("<", last, stop), loop_body, done)
+    builder.position_at_end(loop_body)
+    following = body(i, values)
+    i.add_incoming(builder.add(i, ir.Constant(i64, step)), builder.block)
+    for phi, value in zip(values, following):
+        phi.add_incoming(value, builder.block)
     builder.branch(head)
     builder.position_at_end(done)
+    return i, values
+
+
+def _vector_at(builder, data, i, width):
+    """The `width` elements at data[i], as one vector (aligned as one element, not as the vector: a row
+    starts wherever its array puts it)."""
+    elt = data.type.pointee
+    pointer = builder.bitcast(builder.gep(data, [i]), ir.VectorType(elt, width).as_pointer())
+    return builder.load(pointer, align=4 if elt == ir.FloatType() else 8)
+
+
+def _reduce_row(builder, data, n, start, vector_step, tree, scalar_step):
+    """`start` (a LANES vector) folded with every whole LANES-chunk of the row by `vector_step`, its lanes
+    combined by `tree`, then the tail's elements folded in by `scalar_step`."""
+    zero = ir.Constant(ir.IntType(64), 0)
+    i, (acc,) = _loop(builder, "lanes", zero, n, LANES, [start],
+                      lambda i, values: [vector_step(values[0], _vector_at(builder, data, i, LANES))])
+    _, (value,) = _loop(builder, "tail", i, n, 1, [tree(acc)],
+                        lambda i, values: [scalar_step(values[0], builder.load(builder.gep(data, [i])))])
     return value
 
 
@@ -100,12 +92,11 @@ def lane_sum(typingctx, row):
         data, n = _row(context, builder, row, args[0])
         f64 = ir.DoubleType()
         vec64 = ir.VectorType(f64, LANES)
-        widen = (lambda v: v) if row.dtype == types.float64 else (lambda v: builder.fpext(v, vec64))
-        acc, i = _lanes_loop(builder, data, n, vec64, ir.Constant(vec64, [0.0] * LANES),
-                             lambda a, chunk: builder.fadd(a, widen(chunk)))
-        total = _tree(builder, acc, builder.fadd)
-        scalar = (lambda v: v) if row.dtype == types.float64 else (lambda v: builder.fpext(v, f64))
-        return _tail_loop(builder, data, n, i, total, lambda t, v: builder.fadd(t, scalar(v)))
+        wide = row.dtype == types.float64
+        return _reduce_row(builder, data, n, ir.Constant(vec64, [0.0] * LANES),
+                           lambda a, chunk: builder.fadd(a, chunk if wide else builder.fpext(chunk, vec64)),
+                           lambda acc: _tree(builder, acc, builder.fadd),
+                           lambda t, v: builder.fadd(t, v if wide else builder.fpext(v, f64)))
     return types.float64(row), codegen
 
 
@@ -125,8 +116,7 @@ def lane_max(typingctx, row):
         splat = builder.insert_element(ir.Constant(vec, ir.Undefined), first, ir.Constant(ir.IntType(32), 0))
         splat = builder.shuffle_vector(splat, ir.Constant(vec, ir.Undefined),
                                        ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES))
-        acc, i = _lanes_loop(builder, data, n, vec, splat, larger)
-        return _tail_loop(builder, data, n, i, _tree(builder, acc, larger), larger)
+        return _reduce_row(builder, data, n, splat, larger, lambda acc: _tree(builder, acc, larger), larger)
     return row.dtype(row), codegen
 
 
@@ -169,7 +159,6 @@ def _fold_rows_codegen(groups):
         elt = array.data.type.pointee
         vec8 = ir.VectorType(elt, 8)
         vec64 = ir.VectorType(f64, 8)
-        align = 4 if elt == ir.FloatType() else 8
         base = builder.ptrtoint(array.data, i64)
         rows = [[builder.inttoptr(builder.add(base, builder.mul(builder.add(first, ir.Constant(i64, 8 * g + j)),
                                                                  row_bytes)), elt.as_pointer()) for j in range(_ROWS)]
@@ -184,33 +173,10 @@ def _fold_rows_codegen(groups):
                 v = builder.insert_element(v, builder.load(builder.gep(row, [k])), ir.Constant(i32, j))
             return widen(v)
 
-        def loop(name, start_k, start_accs, step, body_fn):
-            """A counted loop over k from start_k while body_fn's condition holds; returns (k, accs)."""
-            pre = builder.block
-            head, body, done = (builder.append_basic_block(f"{name}.{part}") for part in ("head", "body", "done"))
-            builder.branch(head)
-            builder.position_at_end(head)
-            k = builder.phi(i64)
-            accs = [builder.phi(vec64) for _ in start_accs]
-            k.add_incoming(start_k, pre)
-            for acc, start in zip(accs, start_accs):
-                acc.add_incoming(start, pre)
-            limit = builder.add(k, ir.Constant(i64, step - 1)) if step > 1 else k
-            builder.cbranch(builder.icmp_signed("<", limit, k_total), body, done)
-            builder.position_at_end(body)
-            new_accs = body_fn(k, accs)
-            k.add_incoming(builder.add(k, ir.Constant(i64, step)), builder.block)
-            for acc, new in zip(accs, new_accs):
-                acc.add_incoming(new, builder.block)
-            builder.branch(head)
-            builder.position_at_end(done)
-            return k, accs
-
         def eight_columns(k, accs):  # columns k..k+7 of every group, transposed in registers
             out_accs = []
             for group, acc in zip(rows, accs):
-                loaded = [builder.load(builder.bitcast(builder.gep(row, [k]), vec8.as_pointer()), align=align)
-                          for row in group]
+                loaded = [_vector_at(builder, row, k, 8) for row in group]
                 for col in _transposed(builder, loaded):
                     acc = builder.fadd(acc, widen(col))
                 out_accs.append(acc)
@@ -220,8 +186,8 @@ def _fold_rows_codegen(groups):
             return [builder.fadd(acc, column(group, k)) for group, acc in zip(rows, accs)]
 
         starts = [column(group, ir.Constant(i64, 0)) for group in rows]
-        k, accs = loop("fold.wide", ir.Constant(i64, 1), starts, 8, eight_columns)
-        _, accs = loop("fold.tail", k, accs, 1, one_column)
+        k, accs = _loop(builder, "fold.wide", ir.Constant(i64, 1), k_total, 8, starts, eight_columns)
+        _, accs = _loop(builder, "fold.tail", k, k_total, 1, accs, one_column)
         for g, acc in enumerate(accs):
             for j in range(_ROWS):
                 target = builder.gep(result.data, [builder.add(first, ir.Constant(i64, 8 * g + j))])
