@@ -8,10 +8,17 @@ in each kernel instead of stored by a kernel of its own and loaded again (GELU's
 them), as long as what it reads at full size is at most one array, so the kernels load no more than
 before. 0-d constants with one consumer become kernel parameters. A group is a tree: its root is
 materialized, its members stay pending (a member read later is recomputed from its inputs, which it keeps).
+
+Where the fuser runs row groups (numba's `fuses_rows`), a group may also hold one softmax, layer norm
+or gradient of either along the last axis (kernels/cpu/fused_rows.py): the row op absorbs the
+elementwise trees it reads (attention's scale and mask, the product of a gradient with a layer norm's
+weight), and an elementwise consumer absorbs the row op it reads as it would an elementwise node (the
+gradient's mask and scale, a layer norm's weight and bias).
 """
 import numpy as np
 
 from ..kernels.cpu.fused import OPS as FUSABLE_OPS
+from ..kernels.cpu.fused_rows import ROW_OPS
 
 MIN_ELEMENTS = 8192   # smaller outputs: NumPy's per-call cost is small and a compile would not pay back
 MAX_INSTRUCTIONS = 48  # keeps one generated kernel (and its compile time) small
@@ -21,6 +28,18 @@ _TYPES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64", np.d
 def _fusable(node):
     return (node.op in FUSABLE_OPS and node.dtype in _TYPES and node.size >= MIN_ELEMENTS
             and all(inp.dtype in _TYPES for inp in node.inputs))
+
+
+def _row_fusable(node):
+    """A row op a row group may hold: along the last axis of at least two, floats, its operands of its
+    shape and dtype."""
+    last = len(node.shape) - 1
+    along = node.attrs["axis"] == last if "axis" in node.attrs else tuple(node.attrs["axes"]) == (last,)
+    return (node.op in ROW_OPS and last >= 1 and along and node.dtype in _FLOATS and node.size >= MIN_ELEMENTS
+            and all(inp.shape == node.shape and inp.dtype == node.dtype for inp in node.inputs))
+
+
+_FLOATS = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 
 
 def _scalar_const(node):
@@ -37,11 +56,11 @@ class Group:
         self.root, self.recipe, self.inputs, self.params, self.label = root, recipe, inputs, params, label
 
 
-def groups(order, roots, lone_from=None):
+def groups(order, roots, lone_from=None, rows=False):
     """{root node: Group} and the ids of the nodes computed inside some group's kernel (ids, so the
     plan holds no member alive after the scheduler has passed it). With `lone_from`, a fusable node of
     at least that many elements with nothing to fuse is a group of its own: a generated kernel can be
-    cut in pieces for several threads, NumPy's ufunc cannot."""
+    cut in pieces for several threads, NumPy's ufunc cannot. With `rows`, groups may hold a row op."""
     in_batch = set(order)
     consumers = {}  # a plain dict read with get: every realized input would call a Counter's __missing__
     fusing = {}     # of those, the consumers that are fusable and of the input's shape
@@ -58,7 +77,17 @@ def groups(order, roots, lone_from=None):
     wanted = set(roots)
     shared = _recomputed(order, consumers, fusing, fusable, wanted)
     absorbed, size, spilled = set(), {}, set()
+    holds_row = set()  # the trees that hold a row op: one each at most
     for node in order:
+        if rows and node.op in ROW_OPS and _row_fusable(node):
+            size[node] = 1
+            holds_row.add(node)
+            for x in node.inputs:  # the elementwise trees it reads, computed in its kernel's first loop
+                if (x in size and x not in absorbed and x not in holds_row and consumers.get(x) == 1
+                        and x not in wanted and size[node] + size[x] <= MAX_INSTRUCTIONS):
+                    absorbed.add(x)
+                    size[node] += size[x]
+            continue
         if node not in fusable:
             continue
         size[node] = 1
@@ -76,13 +105,17 @@ def groups(order, roots, lone_from=None):
                 continue
             # a shared node absorbs only shared ones: what each kernel recomputes stays cheap
             if (inp in size and inp.shape == node.shape and node not in shared
-                    and size[node] + size[inp] <= MAX_INSTRUCTIONS):
+                    and size[node] + size[inp] <= MAX_INSTRUCTIONS
+                    and not (inp in holds_row and node in holds_row)):
                 absorbed.add(inp)
                 size[node] += size[inp]
+                if inp in holds_row:
+                    holds_row.add(node)
     absorbed -= spilled  # a consumer had no room for it: stored once, read by every consumer
     groups = {}
     for node in size:
-        if node not in absorbed and (size[node] > 1 or lone_from is not None and node.size >= lone_from):
+        lone = lone_from is not None and node.size >= lone_from and node in fusable
+        if node not in absorbed and (size[node] > 1 or lone):
             groups[node] = _build(node, absorbed, consumers, wanted)
     return groups, {id(n) for n in absorbed}
 
@@ -141,8 +174,13 @@ def _build(root, absorbed, consumers, wanted):
             stack.append((node, True))
             stack.extend((inp, False) for inp in reversed(node.inputs) if inp not in index)
             continue
+        operands = tuple(index[inp] for inp in node.inputs)
+        if "eps" in node.attrs and node.op in ROW_OPS:  # a layer norm's eps: its row kernel's parameter
+            operands += (len(instrs),)
+            instrs.append(("param", len(params), _TYPES[node.dtype]))
+            params.append(float(node.attrs["eps"]))
         index[node] = len(instrs)
-        instrs.append((node.op, _TYPES[node.dtype]) + tuple(index[inp] for inp in node.inputs))
+        instrs.append((node.op, _TYPES[node.dtype]) + operands)
         ops.append(node.op)
     label = "fused(" + "+".join(ops) + ")"
     return Group(root, (len(root.shape), tuple(instrs)), inputs, params, label)

@@ -84,7 +84,8 @@ def lone_from(fuser):
 def schedule(order, roots, chain, fuser):
     """The Schedule computing `order` (pending nodes, inputs first) for `roots` on backends `chain`,
     fused groups run by `fuser` (None: no fusion)."""
-    groups, absorbed = fusion.groups(order, roots, lone_from(fuser)) if fuser is not None else ({}, ())
+    groups, absorbed = fusion.groups(order, roots, lone_from(fuser), fuser.fuses_rows) \
+        if fuser is not None else ({}, ())
     deferred = constants.deferrable(order, roots, groups, absorbed) if order and not chain[0].is_host else set()
     planner = _Planner(chain)
     for node in order:

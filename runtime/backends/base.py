@@ -19,6 +19,7 @@ class HostBackend:
     name = "abstract"
     is_host = True
     fuses = False  # whether it runs fused elementwise groups (launch_fused)
+    fuses_rows = False  # whether those groups may hold a softmax or its gradient (runtime/fusion.py)
     in_pieces = False  # whether its kernels are cut in pieces for several CPU threads (runtime/parallel.py)
     # None: it computes whatever it has a kernel for; "policy" or "always": runtime/placement.py's offload
     # rules apply to it (devices, Metal), with its `thresholds` table and `gemv_offers`

@@ -118,6 +118,7 @@ class NumbaBackend(HostBackend):
 
     name = "numba"
     fuses = True
+    fuses_rows = True
     in_pieces = True
     OPS = ops.with_kernel("numba")  # the records that name a numba kernel; fused groups come on their own
 

@@ -1,0 +1,97 @@
+"""The row form of a fused kernel: a recipe holding one row op (softmax, layer norm or their gradients
+along the last axis) between elementwise instructions, computed a block of rows at a time so the block
+stays in cache.
+
+For each block of rows: the instructions the row op reads run first, their values stored into scratch
+blocks of rows; the row op's kernel (kernels/cpu/softmax.py, kernels/cpu/layer_norm.py: the one the op
+runs alone) then computes the block from them and from its input operands; the instructions that read
+the row op's value run last, over `out` again. Each value is stored with its node's rounding before the
+next stage reads it, so the result is the bytes the kernels would give one after another, without the
+passes over memory between them (attention's scale and mask before its softmax and their gradients
+after softmax's; a layer norm's weight and bias after it, the weight's product before its gradient).
+"""
+
+BLOCK = 16  # rows per block: the row kernels fold sixteen rows side by side
+
+# op -> (its row kernel, whether its last operand is eps: a parameter the kernel reads from a cell)
+ROW_KERNELS = {"softmax": ("softmax_rows", False), "softmax_grad": ("softmax_grad_rows", False),
+               "layer_norm": ("layer_norm_rows", True), "layer_norm_grad": ("layer_norm_grad_rows", True)}
+ROW_OPS = frozenset(ROW_KERNELS)
+IMPORTS = ["from lazytensor.kernels.cpu.softmax import softmax_grad_rows, softmax_rows",
+           "from lazytensor.kernels.cpu.layer_norm import layer_norm_grad_rows, layer_norm_rows"]
+
+
+def row_at(instrs):
+    """The index of the recipe's row op, or None for an elementwise recipe."""
+    for n, ins in enumerate(instrs):
+        if ins[0] in ROW_OPS:
+            return n
+    return None
+
+
+def _closure(instrs, starts, stop_at=None):
+    """Indices of the instructions `starts` depend on (themselves included), in order; `stop_at` is
+    treated as given (its operands are not followed)."""
+    needed, stack = set(), list(starts)
+    while stack:
+        n = stack.pop()
+        if n in needed:
+            continue
+        needed.add(n)
+        if n != stop_at and instrs[n][0] not in ("in", "param"):
+            stack.extend(instrs[n][2:])
+    return sorted(needed)
+
+
+def row_kernel_lines(recipe, broadcast, body):
+    """The body of `kernel(out, a0, ..., p0, ...)` for a recipe with one row op (ndim >= 2): the lines
+    after the def line, indented. `body(instrs, which, broadcast)` renders elementwise instructions."""
+    ndim, instrs = recipe
+    r = row_at(instrs)
+    op, dtype, operands = instrs[r][0], instrs[r][1], instrs[r][2:]
+    kernel, takes_eps = ROW_KERNELS[op]
+    assert ndim >= 2 and sum(ins[0] in ROW_OPS for ins in instrs) == 1
+    if takes_eps:
+        operands, eps = operands[:-1], instrs[operands[-1]]
+        assert eps[0] == "param"
+    lead = "".join(f"i{d}, " for d in range(ndim - 2))
+    block, at = f"{lead}lo:hi", ", ".join(f"i{d}" for d in range(ndim))
+    rows, cols = f"out.shape[{ndim - 2}]", f"out.shape[{ndim - 1}]"
+    computed = [n for n in operands if instrs[n][0] != "in"]
+    lines, indent = [], "    "
+    # Computed operands go to scratch blocks, not `out`: a row kernel reading and writing the same row
+    # would not vectorize (LLVM's overlap check finds them the same).
+    for n in computed:
+        lines.append(f"{indent}scratch{n} = np.empty(({BLOCK}, {cols}), out.dtype)")
+    if takes_eps:
+        lines.append(f"{indent}eps = np.full(1, p{eps[1]}, out.dtype)")
+    for d in range(ndim - 2):
+        lines.append(f"{indent}for i{d} in range(out.shape[{d}]):")
+        indent += "    "
+    lines += [f"{indent}for lo in range(0, {rows}, {BLOCK}):", f"{indent}    hi = min(lo + {BLOCK}, {rows})"]
+    indent += "    "
+
+    def loop(which, stores, first=()):
+        inner = indent + "        "
+        return ([f"{indent}for i{ndim - 2} in range(lo, hi):", f"{indent}    for i{ndim - 1} in range({cols}):"]
+                + [inner + line for line in list(first) + body(instrs, which, broadcast) + stores])
+
+    if computed:
+        lines += loop(_closure(instrs, computed),
+                      [f"scratch{n}[i{ndim - 2} - lo, i{ndim - 1}] = v{n}" for n in computed])
+
+    def row_operand(n):
+        if n in computed:
+            return f"scratch{n}[:hi - lo]"
+        ins = instrs[n]
+        assert not any(broadcast[ins[1]]), "a row op reads whole inputs or its first loop's values"
+        return f"a{ins[1]}[{block}]"
+
+    extra = {"softmax": [str(dtype == "float32")], "layer_norm": ["eps"], "layer_norm_grad": ["eps"]}.get(op, [])
+    args = [row_operand(n) for n in operands] + [f"out[{block}]"] + extra
+    lines.append(f"{indent}{kernel}({', '.join(args)})")
+    last = len(instrs) - 1
+    if last != r:
+        after = [n for n in _closure(instrs, [last], stop_at=r) if n != r]
+        lines += loop(after, [f"out[{at}] = v{last}"], first=[f"v{r} = out[{at}]"])
+    return lines
