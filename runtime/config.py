@@ -155,10 +155,11 @@ VARIABLES = (
              "the NVRTC library that compiles CUDA kernels", _text),
     Variable("LAZYTENSOR_CUDA_MATMUL", "`tiled`, `naive`", "tiled", "`tiled`",
              "the float32 CUDA matrix product: shared-memory tiles, or one thread per output", _choice("tiled", "naive")),
-    Variable("LAZYTENSOR_HOST_BLAS", "`auto`, `numpy`, `blis`", "auto", "`auto`",
-             "who computes float32 products of 2^18 to 2^25 multiply-adds on the CPU: NumPy's BLAS, BLIS, or "
-             "the faster of the two on this machine (measured once, kept in the cache folder)",
-             _choice("auto", "numpy", "blis")),
+    Variable("LAZYTENSOR_HOST_BLAS", "`auto`, `numpy`, `blis`, `mkl`", "auto", "`auto`",
+             "who computes float products on the CPU: NumPy's BLAS, BLIS (float32 products of 2^18 to 2^25 "
+             "multiply-adds), MKL where its wheel is installed (every product), or the fastest on this machine "
+             "(measured once, kept in the cache folder)",
+             _choice("auto", "numpy", "blis", "mkl")),
     Variable("LAZYTENSOR_WIDE_VECTORS", "`1` or `0`", True, "`1`",
              "on CPUs with AVX-512, compile numba's loops 512 bits wide (LLVM prefers 256 on Intel); read when the "
              "kernels load, and it applies to every numba function of the process", _switch),

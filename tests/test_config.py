@@ -51,7 +51,7 @@ BAD_VALUES = [
     ("LAZYTENSOR_CUDA_DRIVER", "opencl", "LAZYTENSOR_CUDA_DRIVER must be one of auto"),
     ("LAZYTENSOR_VIRTUAL_MEMORY", "big", "LAZYTENSOR_VIRTUAL_MEMORY: cannot read 'big'"),
     ("LAZYTENSOR_CUDA_MATMUL", "fast", "LAZYTENSOR_CUDA_MATMUL must be one of tiled, naive"),
-    ("LAZYTENSOR_HOST_BLAS", "mkl", "LAZYTENSOR_HOST_BLAS must be one of auto, numpy, blis"),
+    ("LAZYTENSOR_HOST_BLAS", "accelerate", "LAZYTENSOR_HOST_BLAS must be one of auto, numpy, blis, mkl"),
 ]
 
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import lazytensor as lt
-from lazytensor.kernels.cpu import gemm
+from lazytensor.kernels.cpu import gemm, mkl
 from lazytensor.kernels.cpu import movement as cpu_movement
 from lazytensor.kernels.cpu.common import one_piece
 from lazytensor.kernels.cpu.special import erf_for_float32, erf_scalar, exp_for_float32, float_from_bits
@@ -575,11 +575,83 @@ def blis_chosen(monkeypatch):
 
 @pytest.fixture
 def fresh_choice(monkeypatch, tmp_path):
-    """LAZYTENSOR_HOST_BLAS=auto over an empty cache folder, nothing measured yet in this process."""
+    """LAZYTENSOR_HOST_BLAS=auto over an empty cache folder, nothing measured yet in this process; MKL
+    not measured (as where it is not installed: the tests of MKL's choice set its figures)."""
     monkeypatch.setenv("LAZYTENSOR_HOST_BLAS", "auto")
     monkeypatch.setenv("LAZYTENSOR_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(gemm, "_measured", {})
+    monkeypatch.setattr(gemm, "measure_mkl", lambda: (None, None))
     return tmp_path / "blas" / "choice.json"
+
+
+needs_mkl = pytest.mark.skipif(mkl.gemm_address(np.float32) is None,
+                               reason="MKL is not installed (pip install lazytensor[mkl])")
+
+
+@pytest.mark.parametrize("mkl_s,openblas_s,chosen", [(1e-3, 1.2e-3, "mkl"), (1e-3, 1.02e-3, "numpy"),
+                                                     (1.2e-3, 1e-3, "numpy")],
+                         ids=["mkl-faster", "mkl-within-the-margin", "openblas-faster"])
+def test_auto_takes_mkl_where_it_measured_faster_than_openblas(mkl_s, openblas_s, chosen, fresh_choice,
+                                                               monkeypatch):
+    monkeypatch.setattr(gemm, "measure", lambda: (1e-3, 3e-3))  # BLIS slower: NumPy's before MKL is asked
+    monkeypatch.setattr(gemm, "measure_mkl", lambda: (mkl_s, openblas_s))
+    monkeypatch.setattr(mkl, "gemm_address", lambda dtype: (1, np.int32))  # as if installed
+    assert gemm.host_blas() == chosen
+    stored = json.loads(fresh_choice.read_text())[gemm.machine_key()]
+    assert (stored["library"], stored["mkl_s"], stored["openblas_s"]) == (chosen, mkl_s, openblas_s)
+
+
+def test_host_blas_mkl_without_mkl_keeps_numpys_products(monkeypatch, one_thread, rng):
+    lt.set_device("cpu")
+    monkeypatch.setenv("LAZYTENSOR_HOST_BLAS", "mkl")
+    monkeypatch.setattr(mkl, "gemm_address", lambda dtype: None)
+    assert gemm.host_blas() == "numpy"
+    a, b = rng.standard_normal((1024, 64)).astype(np.float32), rng.standard_normal((64, 256)).astype(np.float32)
+    with lt.profile() as p:
+        got = (lt.tensor(a) @ lt.tensor(b)).numpy()
+    assert [k.backend for k in p.kernels if k.op == "matmul"] == ["numpy"]
+    assert got.tobytes() == np.matmul(a, b).tobytes()
+
+
+@needs_mkl
+@pytest.mark.parametrize("shape_a,shape_b,dtype", [
+    ((8, 128, 96), (96, 160), np.float32),             # a stacked activation under a weight
+    ((1024, 160), (1024, 96), np.float32),             # a weight gradient: a^T @ b, long inner dimension
+    ((4, 3, 64, 16), (4, 3, 16, 64), np.float32),      # attention's batched heads
+    ((64, 48), (48, 80), np.float64)],
+    ids=["stacked", "weight-gradient", "batched", "float64"])
+def test_mkl_computes_every_product_on_one_thread_within_the_matmul_tolerance(shape_a, shape_b, dtype, one_thread,
+                                                                               monkeypatch, rng):
+    lt.set_device("cpu")
+    monkeypatch.setenv("LAZYTENSOR_HOST_BLAS", "mkl")
+    a, b = rng.standard_normal(shape_a).astype(dtype), rng.standard_normal(shape_b).astype(dtype)
+    if shape_a[0] == shape_b[0] == 1024:
+        a = a.T  # read transposed: the product takes the view, as a weight gradient's
+    with lt.profile() as p:
+        got = (lt.tensor(a) @ lt.tensor(b)).numpy()
+    assert [k.backend for k in p.kernels if k.op == "matmul"] == ["numba"]
+    want = np.matmul(a.astype(np.float64), b)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
+
+
+@needs_mkl
+def test_mkl_products_in_pieces_on_two_threads_match_one_piece(monkeypatch, rng):
+    """MKL runs sequentially inside each of numba's pieces: the rows are the one-piece product's."""
+    lt.set_device("cpu")
+    monkeypatch.setenv("LAZYTENSOR_HOST_BLAS", "mkl")
+    a, b = rng.standard_normal((4096, 128)).astype(np.float32), rng.standard_normal((128, 384)).astype(np.float32)
+    before = parallel._state["threads"]
+    try:
+        results = []
+        for threads in (1, 2):
+            lt.set_num_threads(threads)
+            with lt.profile() as p:
+                results.append((lt.tensor(a) @ lt.tensor(b)).numpy())
+            assert [k.backend for k in p.kernels if k.op == "matmul"] == ["numba"]
+    finally:
+        parallel._state["threads"] = before
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-6, atol=1e-5)
 
 
 @needs_blis
@@ -667,9 +739,10 @@ def test_auto_measures_both_libraries_on_this_machine(fresh_choice):
     assert gemm.host_blas() in ("numpy", "blis")
 
 
-def test_without_the_blis_package_every_product_stays_with_numpy(monkeypatch, one_thread, rng):
+def test_without_the_blis_package_or_mkl_every_product_stays_with_numpy(monkeypatch, one_thread, rng):
     lt.set_device("cpu")
     monkeypatch.setattr(gemm, "_blis_gemm", None)
+    monkeypatch.setattr(mkl, "gemm_address", lambda dtype: None)
     a, b = rng.standard_normal((1024, 64)).astype(np.float32), rng.standard_normal((64, 256)).astype(np.float32)
     with lt.profile() as p:
         got = (lt.tensor(a) @ lt.tensor(b)).numpy()

@@ -11,7 +11,12 @@ the reference's library), and writes the answer to the cache folder, keyed by th
 libraries' versions, so that every later process on the machine computes the same bytes without
 measuring again; `numpy` or `blis` fixes the choice. Outside these sizes NumPy keeps every product:
 below 2^18 BLIS's call costs more than it saves (~10 us against ~3), above 2^25 the two are alike.
-The products are the same sums in another order: matmul is in the tolerance class.
+
+Where Intel's MKL is installed (the `mkl` extra, kernels/cpu/mkl.py), `auto` times it too and, where it
+is faster than the library chosen above, MKL computes every float product the numba backend takes (all
+sizes, whole or in pieces): on an Intel Xeon with AVX-512 it ran the products of a small GPT's step
+6-40% faster than OpenBLAS (bench/RESULTS.md); `mkl` fixes that choice. The products are the same sums
+in another order: matmul is in the tolerance class.
 """
 import contextlib
 import hashlib
@@ -25,6 +30,7 @@ import numpy as np
 
 from .. import settings
 from ..cache import cache_path
+from . import blas, mkl
 from .machine import cpu_description
 
 try:
@@ -40,7 +46,9 @@ MIN_MACS, MAX_MACS = 1 << 18, 1 << 25
 _F32 = np.dtype(np.float32)
 # BLIS is kept only if NumPy's time is at least this multiple of its own: near a tie, the reference's library.
 CLEARLY_FASTER = 1.25
-_measured = {}   # "auto" -> whether BLIS is faster, for this process
+# MKL, installed on purpose, is kept when it is faster by this much (its margin here is 6-40%, steadily).
+MKL_FASTER = 1.05
+_measured = {}   # "auto" -> the library chosen for this process
 
 
 def prefers_blis(m, k, n, dtype, choice=None):
@@ -51,17 +59,30 @@ def prefers_blis(m, k, n, dtype, choice=None):
 
 
 def host_blas():
-    """"blis" or "numpy": who computes this machine's mid-sized float32 products (LAZYTENSOR_HOST_BLAS;
-    `auto` measures once per machine, and a process reads the stored choice once: products ask per call)."""
+    """"mkl", "blis" or "numpy": who computes this machine's float products ("blis": its mid-sized float32
+    ones; LAZYTENSOR_HOST_BLAS, a library not installed counting as "numpy"; `auto` measures once per
+    machine, and a process reads the stored choice once: products ask per call)."""
     choice = settings.get("host_blas")
-    if _blis_gemm is None or choice == "numpy":
+    if choice == "mkl":
+        return "mkl" if mkl.gemm_address(_F32) is not None else "numpy"
+    if choice == "numpy" or (_blis_gemm is None and mkl.gemm_address(_F32) is None):
         return "numpy"
     if choice == "blis":
-        return "blis"
+        return "blis" if _blis_gemm is not None else "numpy"
     if "auto" not in _measured:
         path = os.path.join(cache_path("blas"), "choice.json")
         _measured["auto"] = _stored_or_measured(path)
-    return "blis" if _measured["auto"] else "numpy"
+    return _measured["auto"]
+
+
+def gemm_library(dtype, choice):
+    """(address of the cblas_?gemm products of `dtype` call from compiled code, its integer type) under the
+    library `choice` (a host_blas() answer): MKL's where chosen, else NumPy's OpenBLAS; None if neither."""
+    if choice == "mkl":
+        found = mkl.gemm_address(dtype)
+        if found is not None:
+            return found
+    return blas.gemm_address(dtype)
 
 
 def _operand(a):
@@ -81,8 +102,12 @@ def matmul_into(a, b, out):
 
 
 def machine_key():
-    """What the measured choice depends on: the CPU and the two libraries' versions."""
-    text = f"{cpu_description()}|numpy {np.__version__}|blis {importlib.metadata.version('blis')}"
+    """What the measured choice depends on: the CPU and the libraries' versions."""
+    blis_version = importlib.metadata.version("blis") if _blis_gemm is not None else None
+    mkl_version = mkl.version() if mkl.gemm_address(_F32) is not None else None
+    text = f"{cpu_description()}|numpy {np.__version__}|blis {blis_version}"
+    if mkl_version is not None:  # without MKL, the key machines stored before MKL was a choice
+        text += f"|mkl {mkl_version}"
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
@@ -90,14 +115,21 @@ def _stored_or_measured(path):
     key = machine_key()
     try:
         with open(path) as f:
-            return json.load(f)[key]["library"] == "blis"
+            library = json.load(f)[key]["library"]
+        if library in ("numpy", "blis", "mkl"):
+            return library
     except (OSError, ValueError, KeyError, TypeError):
         pass  # nothing stored for this machine yet (or an unreadable file): measure
-    numpy_s, blis_s = measure()
-    faster = numpy_s >= CLEARLY_FASTER * blis_s
-    _store(path, key, {"library": "blis" if faster else "numpy", "numpy_s": numpy_s, "blis_s": blis_s,
-                       "cpu": cpu_description(), "python": platform.python_version()})
-    return faster
+    numpy_s, blis_s = measure() if _blis_gemm is not None else (None, None)
+    library = "blis" if blis_s is not None and numpy_s >= CLEARLY_FASTER * blis_s else "numpy"
+    entry = {"numpy_s": numpy_s, "blis_s": blis_s}
+    mkl_s, openblas_s = measure_mkl()
+    if mkl_s is not None:
+        entry.update(mkl_s=mkl_s, openblas_s=openblas_s)
+        if openblas_s >= MKL_FASTER * mkl_s:
+            library = "mkl"
+    _store(path, key, dict(library=library, **entry, cpu=cpu_description(), python=platform.python_version()))
+    return library
 
 
 def _store(path, key, entry):
@@ -139,13 +171,44 @@ def measure(rounds=8):
         matmul_into(x, w, y)
         matmul_into(g.T, x, dw)
 
-    best = {with_numpy: float("inf"), with_blis: float("inf")}
+    best = _fastest((with_numpy, with_blis), rounds)
+    return best[with_numpy], best[with_blis]
+
+
+def measure_mkl(rounds=8):
+    """(MKL's seconds, NumPy's OpenBLAS's seconds) on one thread, each called as products run (from
+    compiled code, kernels/cpu/blas.py), for a small GPT's forward (4096, 128) @ (128, 384) and its
+    weight gradient (384, 4096) @ (4096, 128) together; (None, None) without MKL."""
+    libraries = mkl.gemm_address(_F32), blas.gemm_address(_F32)
+    if None in libraries:
+        return None, None
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4096, 128), dtype=np.float32)
+    w = rng.standard_normal((384, 128), dtype=np.float32)
+    g = rng.standard_normal((4096, 384), dtype=np.float32)
+    y, dw = np.empty((4096, 384), np.float32), np.empty((384, 128), np.float32)
+    rows, cols = np.array([0, 4096], np.int64), np.array([0, 384], np.int64)
+
+    def products(library):
+        def run():
+            blas.matmul_rows(x, w.T, y, rows, library)
+            blas.matmul_rows(g.T, x, dw, cols, library)
+        return run
+    fns = [products(library) for library in libraries]
+    best = _fastest(fns, rounds)
+    return best[fns[0]], best[fns[1]]
+
+
+def _fastest(fns, rounds):
+    """{fn: its fastest time of `rounds`} over alternated rounds after a warm-up call of each, BLAS on one
+    thread (as the products run)."""
+    best = dict.fromkeys(fns, float("inf"))
     one_thread = threadpool_limits(limits=1, user_api="blas") if threadpool_limits else contextlib.nullcontext()
-    with one_thread:  # one thread each, as the products run
+    with one_thread:
         for r in range(rounds + 1):
             for fn in best:
                 t0 = time.perf_counter()
                 fn()
                 if r:
                     best[fn] = min(best[fn], time.perf_counter() - t0)
-    return best[with_numpy], best[with_blis]
+    return best

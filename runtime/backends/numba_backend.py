@@ -67,8 +67,9 @@ def _count(shape, axes):
 @functools.lru_cache(maxsize=1024)  # asked for every product, in accepts and again in launch
 def _matmul_route(a_shape, b_shape, out_shape, a_dtype, b_dtype, dtype, blas_choice):
     """How this backend computes a product of these operands (`blas_choice`: gemm.host_blas()):
-    ("blis",) whole on this thread; ("split", items, work per item, OpenBLAS address) in pieces of rows
-    under a rank-2 weight, else of the batch, when `parallel.pieces` cuts them; None: not taken."""
+    ("blis",) whole on this thread; ("split", items, work per item, cblas library, whole) in pieces of
+    rows under a rank-2 weight, else of the batch, when `parallel.pieces` cuts them, and as one piece
+    where `whole` (MKL's products: faster than NumPy's on one thread too); None: not taken."""
     if dtype not in _FLOATS or a_dtype != dtype or b_dtype != dtype or 0 in out_shape:
         return None
     if len(a_shape) < 2 or len(b_shape) < 2:
@@ -79,13 +80,14 @@ def _matmul_route(a_shape, b_shape, out_shape, a_dtype, b_dtype, dtype, blas_cho
     n = out_shape[-1]
     if len(b_shape) == 2 and gemm.prefers_blis(size // n, a_shape[-1], n, dtype, blas_choice):
         return ("blis",)
-    library = blas.gemm_address(dtype)
+    library = gemm.gemm_library(dtype, blas_choice)
     if a_shape[-1] == 0 or library is None:
         return None
+    whole = blas_choice == "mkl"
     if len(b_shape) == 2:
-        return ("split", size // n, a_shape[-1] * n, library)
+        return ("split", size // n, a_shape[-1] * n, library, whole)
     per_batch = out_shape[-2] * n
-    return ("split", size // per_batch, per_batch * a_shape[-1], library)
+    return ("split", size // per_batch, per_batch * a_shape[-1], library, whole)
 
 
 def _route(node, a, b):
@@ -95,16 +97,16 @@ def _route(node, a, b):
 def _split_matmul(route, node, a, b):
     """The product through BLIS where kernels/cpu/gemm.py prefers it (whole, on this thread), else in
     pieces of rows (or of the batch) side by side on numba's threads, each a one-thread call of NumPy's
-    OpenBLAS (kernels/cpu/blas.py). The same products as the reference, possibly rounded differently
+    OpenBLAS or of MKL where chosen (kernels/cpu/blas.py). The same products as the reference, possibly rounded differently
     (another library, or another blocking for a smaller piece: matmul is in the tolerance class)."""
     out = np.empty(node.shape, node.dtype)
     k = a.shape[-1]
     if route[0] == "blis":
         gemm.matmul_into(a.reshape(-1, k), b, out.reshape(-1, out.shape[-1]))
         return out
-    _, items, work, library = route
+    _, items, work, library, _ = route
     bounds = parallel.pieces(items, work)
-    if bounds is None:  # a replay on one thread of a step captured on several
+    if bounds is None:  # one piece: MKL's on one thread, or a replay on one thread of a step captured on several
         bounds = np.array([0, items], np.int64)
     if len(b.shape) == 2:
         blas.matmul_rows(a.reshape(-1, k), b, out.reshape(-1, out.shape[-1]), bounds, library)
@@ -129,7 +131,8 @@ class NumbaBackend(HostBackend):
             return node.size >= MIN_ELEMENTS
         if node.op == "matmul":
             route = _route(node, *operands)
-            return route is not None and (route[0] == "blis" or parallel.pieces(route[1], route[2]) is not None)
+            return route is not None and (route[0] == "blis" or route[4]
+                                          or parallel.pieces(route[1], route[2]) is not None)
         if node.op in _ADAMW:
             return node.dtype in _FLOATS and all(b.dtype in _FLOATS for b in operands)
         if node.op == "sum_of_squares":
