@@ -30,6 +30,9 @@ def _fusable(node):
             and all(inp.dtype in _TYPES for inp in node.inputs))
 
 
+_FLOATS = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
+
+
 def _row_fusable(node):
     """A row op a row group may hold: along the last axis of at least two, floats, its operands of its
     shape and dtype."""
@@ -37,9 +40,6 @@ def _row_fusable(node):
     along = node.attrs["axis"] == last if "axis" in node.attrs else tuple(node.attrs["axes"]) == (last,)
     return (node.op in ROW_OPS and last >= 1 and along and node.dtype in _FLOATS and node.size >= MIN_ELEMENTS
             and all(inp.shape == node.shape and inp.dtype == node.dtype for inp in node.inputs))
-
-
-_FLOATS = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 
 
 def _scalar_const(node):

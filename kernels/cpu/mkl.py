@@ -38,6 +38,7 @@ def _library():
     return None
 
 
+@functools.lru_cache(maxsize=8)  # asked for every product (kernels/cpu/gemm.py host_blas)
 def gemm_address(dtype):
     """(address of MKL's cblas_sgemm or cblas_dgemm for `dtype`, its integer type), or None without MKL."""
     dtype = np.dtype(dtype)

@@ -97,8 +97,9 @@ def _route(node, a, b):
 def _split_matmul(route, node, a, b):
     """The product through BLIS where kernels/cpu/gemm.py prefers it (whole, on this thread), else in
     pieces of rows (or of the batch) side by side on numba's threads, each a one-thread call of NumPy's
-    OpenBLAS or of MKL where chosen (kernels/cpu/blas.py). The same products as the reference, possibly rounded differently
-    (another library, or another blocking for a smaller piece: matmul is in the tolerance class)."""
+    OpenBLAS or of MKL where chosen (kernels/cpu/blas.py). The same products as the reference, possibly
+    rounded differently (another library, or another blocking for a smaller piece: matmul is in the
+    tolerance class)."""
     out = np.empty(node.shape, node.dtype)
     k = a.shape[-1]
     if route[0] == "blis":
