@@ -10,13 +10,14 @@ Each step's node drops its inputs once it has run and the step lets go of it, so
 holds is freed (device block included) as soon as its last consumer ran. The per-kernel executors
 here (`run_node`, `fused_on_host`, `group_on_device`) are also what compiled replays call.
 """
-from . import copies, devices, placement, planner, remat
+from . import copies, devices, next_reads, placement, planner, remat
 from .replay import capturing
 from .backends.arena import OutOfDeviceMemory
 from .backends.lowering import for_indices
 from .counters import COUNTERS
 from .device_model import work_of
 from .graph import Node, pending_order
+from .next_reads import NextReads
 from .residency import Buffer, home_of
 from .schedule import Schedule
 from .transfers import LOG, now
@@ -32,16 +33,21 @@ def run(order, roots, chain, fuser):
         memory.quiet += 1
     evicted = _evictions(memories)
     ran, replanned, k = [], 0, 0
-    while k < len(steps):
-        step = steps[k]
-        steps[k] = None
-        k += 1
-        evictions = evicted()
-        as_planned = _run_step(step, chain)
-        ran.append(step)
-        if not as_planned or evicted() != evictions:
-            steps = planner.schedule(remat.ordered(roots, chain), roots, chain, fuser).steps
-            replanned, k = replanned + 1, 0
+    with next_reads.guiding(memories, NextReads(steps) if memories else None) as reads:
+        while k < len(steps):
+            step = steps[k]
+            steps[k] = None
+            if reads is not None:
+                reads.at = k
+            k += 1
+            evictions = evicted()
+            as_planned = _run_step(step, chain, reads)
+            ran.append(step)
+            if not as_planned or evicted() != evictions:
+                steps = planner.schedule(remat.ordered(roots, chain), roots, chain, fuser).steps
+                replanned, k = replanned + 1, 0
+                if reads is not None:
+                    reads.follow(steps)
     done = Schedule(ran, replanned)
     COUNTERS.kernels += done.kernels
     return done
@@ -57,8 +63,9 @@ def _evictions(memories):
     return lambda: sum(m.evictions for m in memories)
 
 
-def _run_step(step, chain):
-    """Run one step and let go of its node; False when it did not run where it was planned."""
+def _run_step(step, chain, reads=None):
+    """Run one step and let go of its node (telling `reads` its value); False when it did not run where
+    it was planned."""
     node, backend = step.node, step.runs_on
     if step.offers:
         for position, offered in step.offers:
@@ -74,6 +81,8 @@ def _run_step(step, chain):
     else:
         buf, where = _run_node(node, backend, step.launches, chain)
     node.bind(buf)
+    if reads is not None:
+        reads.made(node.id, buf)
     node.inputs = ()
     step.release()
     if where is not backend:

@@ -1,5 +1,6 @@
-"""Device memory: a caching allocator (size buckets), a budget, an LRU evictor that downloads before it
-frees, weakref finalizers that free a dropped value's device copy, and the pinned staging pool."""
+"""Device memory: a caching allocator (size buckets), a budget, an evictor that downloads before it frees
+(the value read furthest ahead while a run says what it reads next, else the least recently used),
+weakref finalizers that free a dropped value's device copy, and the pinned staging pool."""
 import collections
 import contextlib
 import gc
@@ -14,6 +15,9 @@ from .backends.arena import OutOfDeviceMemory
 from . import config, copies
 from .config import parse_bytes  # noqa: F401 (runtime.memory.parse_bytes: the name callers know)
 from .locking import ENGINE_LOCK
+from .next_reads import NEVER
+
+_SMALL = 256 * 1024  # evicting a buffer this small frees little for the copy's latency: the last resort
 
 
 def bucket(nbytes):
@@ -53,7 +57,7 @@ class DeviceMemory:
     """One device's allocations: cached blocks by bucket, resident buffers in LRU order, a byte budget.
 
     Resident bytes (the bucket sizes of live device copies) never exceed the budget: a request that
-    would exceed it evicts least-recently-used unpinned buffers first (downloading device-only ones).
+    would exceed it evicts unpinned buffers first (downloading device-only ones; `_victim` says which).
     Freed blocks are cached for reuse only while resident plus cached bytes fit in the budget, so the
     device memory held (PyTorch's "reserved") never exceeds the budget either.
     `allocate` returns None when nothing more can be done; the caller then runs the kernel elsewhere.
@@ -74,6 +78,8 @@ class DeviceMemory:
         # realizations run since the last eviction (the executor counts them): placement brings spilled
         # values back only once the device has been quiet for a while (runtime/placement.py, re-homing)
         self.quiet = 0
+        # what the run under way reads next (runtime/next_reads.py), while one says so
+        self.next_reads = None
         self._last_gc = (float("-inf"), False)
         self.memory_fallbacks = 0  # requests refused (budget or device full): the kernel ran elsewhere
         # the most bytes one refused kernel needed at once (result and operands) under the current budget:
@@ -153,7 +159,7 @@ class DeviceMemory:
         return self._raw_alloc(size)
 
     def _raw_alloc(self, size):
-        """The out-of-memory ladder: try; free the cache; evict one LRU buffer at a time; gc; give up."""
+        """The out-of-memory ladder: try; free the cache; evict one buffer at a time; gc; give up."""
         def attempt():
             try:
                 return self.backend.raw_alloc(size)
@@ -274,22 +280,44 @@ class DeviceMemory:
         return _Pinning(self._pinned, [id(b) for b in buffers])
 
     def _evict_one(self):
-        """Evict the least recently used unpinned buffer (download first if only the device has it)."""
+        """Evict one unpinned buffer (download first if only the device has it): the one read furthest
+        ahead while a run says what it reads next (`next_reads`), else the least recently used."""
+        buf = self._victim()
+        if buf is None:
+            return False
+        if not buf.on_host:
+            copies.download(buf, "eviction")
+        self.forget(buf)
+        buf.home = self.backend  # where it returns when there is room (placement: re-homing)
+        self.evictions += 1
+        self.quiet = 0
+        self.evicted_bytes += buf.nbytes
+        return True
+
+    def _victim(self):
+        """The buffer `_evict_one` evicts, or None. While a run says what it reads next: one that no
+        remaining step reads and that has a host copy (evicting it copies nothing), else the one read
+        furthest ahead (Belady's rule), one with a host copy first among equals, buffers under 256 KiB
+        only when nothing larger can go (each would pay a copy's latency for little room). Otherwise,
+        and among equals, the least recently used."""
+        reads = self.next_reads
+        best, best_rank = None, None
         for key in list(self._lru):
             if self._pinned[key] > 0 or key not in self._lru or any(key in held for held in self._pin_scopes):
                 continue
-            buf = self._lru[key][0]()
+            entry = self._lru[key]
+            buf = entry[0]()
             if buf is None:
                 continue
-            if not buf.on_host:
-                copies.download(buf, "eviction")
-            self.forget(buf)
-            buf.home = self.backend  # where it returns when there is room (placement: re-homing)
-            self.evictions += 1
-            self.quiet = 0
-            self.evicted_bytes += buf.nbytes
-            return True
-        return False
+            if reads is None:
+                return buf
+            at = reads.next_read(key)
+            if at == NEVER and buf.on_host:
+                return buf
+            rank = (entry[1] >= _SMALL or at == NEVER, at, buf.on_host)
+            if best is None or rank > best_rank:
+                best, best_rank = buf, rank
+        return best
 
     @contextlib.contextmanager
     def watch_peak(self):

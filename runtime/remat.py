@@ -51,16 +51,40 @@ def ordered(roots, chain):
     if device.is_host:
         return pending_order(roots)
     order = pending_order(roots, early=True)
+    if not order:
+        return order
     memory = device.memory
-    return rematerialize(order, roots, memory.budget - memory.resident_bytes) if order else order
+    # The values the order reads that the device holds now count in the simulation (held until their
+    # last reader), not in the room: whether the evictor has spilled them so far must not change
+    # which values are made again, or each eviction's re-plan would undo the last plan's choices.
+    inputs = _inputs_held(order, device)
+    room = memory.budget - memory.resident_bytes + sum(bucket(b.nbytes) for b in inputs)
+    return rematerialize(order, roots, room)
+
+
+def _inputs_held(order, device):
+    """The distinct Buffers on `device` that nodes of `order` read and that no node of `order` makes."""
+    held = {}
+    for node in order:
+        for inp in node.inputs:
+            buf = inp.buffer
+            if buf is not None and buf.backend is device and id(buf) not in held:
+                held[id(buf)] = buf
+    return list(held.values())
 
 
 def rematerialize(order, roots, room):
     """`order` (pending nodes, inputs first), with values made again for their late readers while the
-    simulated peak of the values it makes is above `room` bytes; returns the order to run (the same list
-    when nothing is worth doing). Late readers are rewired to the new nodes."""
+    simulated peak of the values it makes and reads is above `room` bytes; returns the order to run (the
+    same list when nothing is worth doing). Late readers are rewired to the new nodes."""
+    inputs = {}
+    for node in order:
+        for inp in node.inputs:
+            if inp.buffer is not None:
+                inputs[id(inp.buffer)] = inp.buffer.nbytes
     # even holding every value to the end fits (a size class is at most 1/16 and 512 B above its request)
-    if sum(n.nbytes for n in order) * 17 // 16 + 512 * len(order) <= room:
+    made = sum(n.nbytes for n in order) + sum(inputs.values())
+    if made * 17 // 16 + 512 * (len(order) + len(inputs)) <= room:
         return order
     profile = profile_named(PROFILE)
     rootset = set(roots)
@@ -93,6 +117,16 @@ def _simulate(order, rootset):
         change[k] += size
         positions = readers.get(node)
         last = end if node in rootset or positions is None else positions[-1]
+        change[min(last + 1, end)] -= size
+    # values made before: held from the start to their last reader (several nodes may share a Buffer)
+    lasts = {}
+    for inp, positions in readers.items():
+        buf = inp.buffer
+        if buf is not None:
+            key = id(buf)
+            lasts[key] = max(lasts.get(key, (0, -1)), (bucket(buf.nbytes), positions[-1]))
+    for size, last in lasts.values():
+        change[0] += size
         change[min(last + 1, end)] -= size
     held, peak, peak_at = 0, -1, 0
     for k in range(end):

@@ -16,9 +16,10 @@ import weakref
 
 import numpy as np
 
-from .. import copies, counters, devices, executor, hostio, parallel, placement, rng
+from .. import copies, counters, devices, executor, hostio, next_reads, parallel, placement, rng
 from ..backends.lowering import for_indices
 from ..graph import Node
+from ..next_reads import NextReads
 from ..locking import computing
 from ..residency import Buffer, is_param
 from ..schedule import GROUPS, KERNELS, Step
@@ -265,13 +266,21 @@ class Program:
                 else:
                     watch = PeakWatch(self.chain[0]) if self._runner is None else None
                     made_at = self._made_at if made is not None else {}
+                    memories = [b.memory for b in self.chain if not b.is_host]
+                    reads = NextReads(self.steps, slots) if memories else None
                     try:
-                        for k, step in enumerate(self.steps):
-                            slots[step.out] = _execute(step, [slots[s] for s in step.ins], stream0, self.chain)
-                            for s in step.drop:
-                                slots[s] = None
-                            for i in made_at.get(k, ()):
-                                made(i, slots[self.outputs[i]])
+                        with next_reads.guiding(memories, reads):
+                            for k, step in enumerate(self.steps):
+                                if reads is not None:
+                                    reads.at = k
+                                out = slots[step.out] = _execute(step, [slots[s] for s in step.ins], stream0,
+                                                                 self.chain)
+                                if reads is not None:
+                                    reads.made(step.out, out)
+                                for s in step.drop:
+                                    slots[s] = None
+                                for i in made_at.get(k, ()):
+                                    made(i, slots[self.outputs[i]])
                     finally:
                         peak = watch.close() if watch is not None else None
                     if watch is not None:  # the plan is laid out knowing what this replay held at its peak
@@ -377,6 +386,8 @@ def _execute(step, operands, stream0, chain):
     kind, backend, what = step.kind, step.runs_on, step.what
     if kind == "view":
         src = operands[0]
+        if not src.on_host:  # captured where the optimizer ran on the host; under another budget it ran on a device
+            copies.download(src, "host-kernel")
         return Buffer.host_result(src.node_id, "data", hostio.host_view(src.host, what), False)
     if kind == "exchange":
         return copies.exchange(operands[0], *what.args)
