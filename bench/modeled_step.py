@@ -10,7 +10,10 @@ the model's rates, not a timing of this machine, except the "host kernels" part 
 CPU because the budget sent them there), which is measured here.
 
     python bench/modeled_step.py [--size seed] [--batch 8] [--budgets 1,0.5,0.25] [--budgets-mb 385,192]
-                                 [--profile h200]
+                                 [--profile h200] [--prefetch-window 0]
+
+`--prefetch-window 0` turns prefetching off (runtime/prefetch.py: the steps it looks ahead), to see
+what it gives.
 """
 import argparse
 import json
@@ -30,10 +33,12 @@ import json, sys
 import numpy as np
 import lazytensor as lt
 import user_gpt
-from lazytensor.runtime import devices
+from lazytensor.runtime import devices, prefetch
 
 compiled, sizes, batch, step_no = sys.argv[1] == "1", json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 budget, profile_name = int(sys.argv[5]), sys.argv[6]
+if int(sys.argv[7]) >= 0:
+    prefetch.WINDOW = int(sys.argv[7])
 lt.set_device("virtual", memory="16GB", offload="always")
 if budget:
     lt.set_memory_budget(budget)
@@ -60,10 +65,10 @@ print(json.dumps({"peak": peak[0], "up": s["upload_bytes"], "down": s["download_
 """ % (VOCAB, VOCAB)
 
 
-def measure(compiled, sizes, batch, step_no, budget, profile):
+def measure(compiled, sizes, batch, step_no, budget, profile, window=-1):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(HERE, "..", "tests"),
                                                        os.environ.get("PYTHONPATH", "")]))
-    args = ["1" if compiled else "0", json.dumps(sizes), str(batch), str(step_no), str(budget), profile]
+    args = ["1" if compiled else "0", json.dumps(sizes), str(batch), str(step_no), str(budget), profile, str(window)]
     out = subprocess.run([sys.executable, "-c", STEP, *args], capture_output=True, text=True, env=env, cwd=HERE)
     if out.returncode:
         raise RuntimeError(f"a measuring process failed:\n{out.stderr}")
@@ -80,6 +85,7 @@ def main():
     parser.add_argument("--budgets-mb", default="", help="budgets in MB (1e6 bytes), after the fractions")
     parser.add_argument("--profile", default="h200")
     parser.add_argument("--modes", default="eager,jit")
+    parser.add_argument("--prefetch-window", type=int, default=-1, help="steps prefetching looks ahead (0: off)")
     args = parser.parse_args()
     sys.path.insert(0, os.path.join(HERE, "..", "tests"))
     import user_gpt
@@ -91,23 +97,26 @@ def main():
     print(header(f"A training step modeled on {args.profile} ({args.size}: {shape}; batch {args.batch}, "
                  f"step {args.step}; virtual device, offload always)", 1))
     print("| step | budget | peak MB | up MB | down MB | evictions | values made again | AdamW on the device | "
-          "modeled ms (device kernels + copies + host kernels measured here) | modeled / unlimited |")
+          "modeled ms (device kernels + copies - copy time beside kernels + host kernels measured here) | "
+          "modeled / unlimited |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for mode in args.modes.split(","):
         compiled = mode == "jit"
-        unlimited = measure(compiled, sizes, args.batch, args.step, 0, args.profile)
+        unlimited = measure(compiled, sizes, args.batch, args.step, 0, args.profile, args.prefetch_window)
         budgets = [(f"{f:g} of the peak", int(unlimited["peak"] * f) if f < 1 else 0)
                    for f in (float(f) for f in args.budgets.split(",") if f)]
         budgets += [("", int(float(mb) * 1e6)) for mb in args.budgets_mb.split(",") if mb]
         for name, budget in budgets:
-            r = unlimited if budget == 0 else measure(compiled, sizes, args.batch, args.step, budget, args.profile)
+            r = unlimited if budget == 0 else measure(compiled, sizes, args.batch, args.step, budget, args.profile,
+                                                      args.prefetch_window)
             m = r["modeled"]
             label = "none" if budget == 0 else f"{name} ({budget / 1e6:.0f} MB)" if name else f"{budget / 1e6:.0f} MB"
             print(f"| {'lt.jit' if compiled else 'eager'} | {label} | {r['peak'] / 1e6:.1f} | {r['up'] / 1e6:.1f} | "
                   f"{r['down'] / 1e6:.1f} | {r['evictions']} | {r['remade']} | "
                   f"{r['adamw_on_device']} of {r['adamw']} | "
-                  f"{m['total_s'] * 1e3:.2f} ({m['device_kernel_s'] * 1e3:.2f} + {m['copy_s'] * 1e3:.2f} + "
-                  f"{m['host_kernel_s'] * 1e3:.2f}) | {m['total_s'] / unlimited['modeled']['total_s']:.2f}x |")
+                  f"{m['total_s'] * 1e3:.2f} ({m['device_kernel_s'] * 1e3:.2f} + {m['copy_s'] * 1e3:.2f} - "
+                  f"{m['hidden_copy_s'] * 1e3:.2f} + {m['host_kernel_s'] * 1e3:.2f}) | "
+                  f"{m['total_s'] / unlimited['modeled']['total_s']:.2f}x |")
 
 
 if __name__ == "__main__":

@@ -3,8 +3,11 @@
 This is a model, not a measurement. Each device kernel costs its launch latency plus the longer of its
 bytes over the device's memory bandwidth and its floating-point work over the device's rate (a
 roofline); each copy costs the host link's latency plus its bytes over the link's bandwidth. Kernels and
-copies are added one after another: the executor does not prefetch, so nothing overlaps. Kernels that
-ran on a host backend (NumPy, numba, MPI) are counted at the time they took here, on this CPU.
+copies run one after another on one stream, in the order they were issued, except prefetches (the
+transfer log's reason "prefetch": runtime/prefetch.py): those run on a copy stream from when they were
+issued, beside the kernels, and the kernel that reads one waits for it to finish; an upload that is not
+a prefetch waits for the copy stream too (one host-to-device engine). Kernels that ran on a host backend
+(NumPy, numba, MPI) are counted at the time they took here, on this CPU.
 
 The figures of each profile are sustained rates, not datasheet peaks; `DeviceProfile.basis` says where
 each comes from. `bench/device_check.py` compares the model with measured kernel times when a GPU is lent.
@@ -118,6 +121,7 @@ class Timeline:
     profile: DeviceProfile
     device_kernel_s: float = 0.0
     copy_s: float = 0.0
+    hidden_copy_s: float = 0.0      # copy time prefetches spent beside kernels: not on the step's path
     host_kernel_s: float = 0.0      # measured here: kernels that ran on a host backend
     device_kernels: int = 0
     host_kernels: int = 0
@@ -130,7 +134,7 @@ class Timeline:
 
     @property
     def total_s(self):
-        return self.device_kernel_s + self.copy_s + self.host_kernel_s
+        return self.device_kernel_s + self.copy_s + self.host_kernel_s - self.hidden_copy_s
 
     def lines(self):
         """The timeline as summary lines."""
@@ -138,7 +142,8 @@ class Timeline:
         bounds = "".join(f", {n} {b}-bound" for b, n in sorted(self.bounds.items()))
         head = (f"modeled on {p.name} ({p.title}; a model, not a measurement): {self.total_s * 1e3:.3f} ms = "
                 f"device kernels {self.device_kernel_s * 1e3:.3f} ms ({self.device_kernels} launches{bounds})"
-                f" + copies {self.copy_s * 1e3:.3f} ms ({self.copies}, {self.copy_bytes:,} B)"
+                f" + copies {self.copy_s * 1e3:.3f} ms ({self.copies}, {self.copy_bytes:,} B"
+                f"{f'; {self.hidden_copy_s * 1e3:.3f} ms of them beside kernels' if self.hidden_copy_s else ''})"
                 f" + host kernels {self.host_kernel_s * 1e3:.3f} ms ({self.host_kernels}, as measured here)")
         top = sorted(self.by_op.items(), key=lambda item: -item[1][1])[:6]
         lines = [head]
@@ -152,26 +157,45 @@ class Timeline:
         return lines
 
 
-def timeline(profile, kernels, transfers, device_names, incomplete=False, peak_bytes=0):
+def timeline(profile, kernels, transfers, device_names, incomplete=False, peak_bytes=0, waits=()):
     """The Timeline of kernel records `kernels` and copy records `transfers` on `profile`: records of a
-    backend in `device_names` are modeled, the others counted as measured."""
+    backend in `device_names` are modeled, the others counted as measured. `waits`: (kernel seq,
+    transfer seq) pairs, a kernel (or the first after that seq) that reads a prefetched value."""
     profile = profile_named(profile)
     t = Timeline(profile, incomplete=incomplete, peak_bytes=peak_bytes)
-    for k in kernels:
-        if k.backend not in device_names:
-            t.host_kernel_s += k.duration_s
-            t.host_kernels += 1
+    events = sorted([(k.start_s, 0, k.seq, k) for k in kernels] +
+                    [(r.start_s, 1, r.seq, r) for r in transfers if r.device in device_names],
+                    key=lambda e: e[:3])
+    waits = sorted(waits)
+    compute = copying = 0.0   # when the kernel stream and the copy stream are next free
+    ready, next_wait = {}, 0  # prefetch transfer seq -> when it is done
+    for _, is_copy, seq, r in events:
+        if is_copy:
+            seconds = copy_seconds(profile, r.nbytes)
+            t.copy_s += seconds
+            t.copies += 1
+            t.copy_bytes += r.nbytes
+            if r.reason == "prefetch":
+                copying = ready[seq] = max(copying, compute) + seconds
+            else:
+                compute = (max(compute, copying) if r.direction == "h2d" else compute) + seconds
             continue
-        seconds, bound = kernel_seconds(profile, k.op, k.read_bytes, k.written_bytes, k.flops)
+        while next_wait < len(waits) and waits[next_wait][0] <= seq:
+            compute = max(compute, ready.get(waits[next_wait][1], 0.0))
+            next_wait += 1
+        if r.backend not in device_names:
+            t.host_kernel_s += r.duration_s
+            t.host_kernels += 1
+            compute += r.duration_s
+            continue
+        seconds, bound = kernel_seconds(profile, r.op, r.read_bytes, r.written_bytes, r.flops)
+        compute += seconds
         t.device_kernel_s += seconds
         t.device_kernels += 1
         t.bounds[bound] = t.bounds.get(bound, 0) + 1
-        entry = t.by_op.setdefault(k.op, [0, 0.0])
+        entry = t.by_op.setdefault(r.op, [0, 0.0])
         entry[0] += 1
         entry[1] += seconds
-    for r in transfers:
-        if r.device in device_names:
-            t.copy_s += copy_seconds(profile, r.nbytes)
-            t.copies += 1
-            t.copy_bytes += r.nbytes
+    if ready:  # without prefetches the sum is the path (no float residue from adding in another order)
+        t.hidden_copy_s = max(0.0, t.device_kernel_s + t.copy_s + t.host_kernel_s - max(compute, copying))
     return t

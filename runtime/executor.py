@@ -18,6 +18,7 @@ from .counters import COUNTERS
 from .device_model import work_of
 from .graph import Node, pending_order
 from .next_reads import NextReads
+from .prefetch import Prefetcher
 from .residency import Buffer, home_of
 from .schedule import Schedule
 from .transfers import LOG, now
@@ -33,12 +34,14 @@ def run(order, roots, chain, fuser):
         memory.quiet += 1
     evicted = _evictions(memories)
     ran, replanned, k = [], 0, 0
+    prefetcher, pressed = (Prefetcher() if memories else None), evicted()
     with next_reads.guiding(memories, NextReads(steps) if memories else None) as reads:
         while k < len(steps):
             step = steps[k]
             steps[k] = None
             if reads is not None:
                 reads.at = k
+                prefetcher.reading(step)
             k += 1
             evictions = evicted()
             as_planned = _run_step(step, chain, reads)
@@ -48,6 +51,8 @@ def run(order, roots, chain, fuser):
                 replanned, k = replanned + 1, 0
                 if reads is not None:
                     reads.follow(steps)
+            elif reads is not None and evicted() != pressed:  # the budget binds in this run
+                prefetcher.ahead(steps, k - 1)
     done = Schedule(ran, replanned)
     COUNTERS.kernels += done.kernels
     return done

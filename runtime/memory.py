@@ -335,7 +335,9 @@ class DeviceMemory:
         return scope
 
     def close_peak_scope(self, scope):
-        self._scope_peaks.remove(scope)
+        # by identity: scopes opened at the same resident bytes are equal lists, and `remove` would
+        # close the first of them, leaving this one counting and the other one blind
+        self._scope_peaks[:] = [s for s in self._scope_peaks if s is not scope]
 
     def stats(self):
         free, total = self.backend.mem_info()

@@ -33,7 +33,7 @@ class Profile:
             device_model.profile_named(model)  # an unknown name fails here, at the user's line
             if not kernels:
                 raise ValueError("a modeled timeline is made from kernel records: profile(kernels=True, model=...)")
-        self.transfers, self.kernels, self.stats = [], [], {}
+        self.transfers, self.kernels, self.stats, self._waits = [], [], {}, []
         self.copies, self.kernel_totals = {}, {}
         self.records_kernels = kernels
         self.model = model
@@ -56,7 +56,7 @@ class Profile:
                 d.flush_kernel_records()
             LOG.profiling -= 1
         added = LOG.since(self._start)
-        self.transfers, self.kernels = added["transfers"], added["kernels"]
+        self.transfers, self.kernels, self._waits = added["transfers"], added["kernels"], added["waits"]
         self.copies, self.kernel_totals = added["copies"], added["kernel_totals"]
         if not LOG.profiling:
             LOG.kernels.clear()  # kernel records exist only for profiles
@@ -84,7 +84,8 @@ class Profile:
         if self.model is not None:
             t = self.modeled(self.model)
             stats["modeled"] = {"device": t.profile.name, "total_s": t.total_s, "device_kernel_s": t.device_kernel_s,
-                                "copy_s": t.copy_s, "host_kernel_s": t.host_kernel_s, "bounds": dict(t.bounds)}
+                                "copy_s": t.copy_s, "hidden_copy_s": t.hidden_copy_s,
+                                "host_kernel_s": t.host_kernel_s, "bounds": dict(t.bounds)}
         self._stack.close()
         return False
 
@@ -97,7 +98,7 @@ class Profile:
         names = {d.name for d in devices.all_devices()}
         dropped = self.stats.get("records_dropped", {})
         peak = max([d["peak_bytes"] for d in self.stats.get("devices", {}).values()] or [0])
-        return device_model.timeline(device, self.kernels, self.transfers, names, peak_bytes=peak,
+        return device_model.timeline(device, self.kernels, self.transfers, names, peak_bytes=peak, waits=self._waits,
                                      incomplete=bool(dropped.get("transfers") or dropped.get("kernels")))
 
     def summary(self, file=None):

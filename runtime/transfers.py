@@ -77,6 +77,8 @@ class TransferLog:
         """Forget every record and total (a profile open across this counts from here)."""
         self.records = collections.deque(maxlen=self._capacity)
         self.kernels = collections.deque(maxlen=self._capacity)
+        # while profiling: (kernel seq, transfer seq) for a kernel that waits for a prefetch to finish
+        self.waits = collections.deque(maxlen=self._capacity)
         self.transfer_count = 0
         self.kernel_count = 0
         self.copies = {}          # (direction, reason, device) -> [count, bytes, seconds]
@@ -92,6 +94,7 @@ class TransferLog:
         self._capacity = n
         self.records = collections.deque(self.records, maxlen=n)
         self.kernels = collections.deque(self.kernels, maxlen=n)
+        self.waits = collections.deque(self.waits, maxlen=n)
 
     @property
     def dropped_transfers(self):
@@ -141,6 +144,13 @@ class TransferLog:
         total[0] += 1
         total[1] += duration_s
 
+    def prefetch_wait(self, transfer_seq):
+        """The next kernel launched reads the value prefetched by copy `transfer_seq` (runtime/prefetch.py):
+        on a GPU it would wait for that copy to finish."""
+        if self._capacity is None:
+            self._bound()
+        self.waits.append((self.kernel_count, transfer_seq))
+
     def hit(self, device, n=1):
         self.operand_hits[device] = self.operand_hits.get(device, 0) + n
 
@@ -163,7 +173,8 @@ class TransferLog:
         kernels = sorted((k for k in self.kernels if k.seq >= snap["kernel_count"]), key=lambda k: k.seq)
         n_transfers = self.transfer_count - snap["transfer_count"]
         n_kernels = self.kernel_count - snap["kernel_count"]
-        return {"transfers": transfers, "kernels": kernels,
+        waits = [w for w in self.waits if w[0] >= snap["kernel_count"]]
+        return {"transfers": transfers, "kernels": kernels, "waits": waits,
                 "copies": _difference(self.copies, snap["copies"]),
                 "kernel_totals": _difference(self.kernel_totals, snap["kernel_totals"]),
                 "operand_hits": sum(self.operand_hits.values()) - sum(snap["operand_hits"].values()),

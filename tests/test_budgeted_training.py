@@ -32,18 +32,14 @@ def _train(device, compiled, budget=None, steps=STEPS, profile_last=False):
     `budget` is bytes for every step or a function of the step's index."""
     memory = _start(device)
     lt.manual_seed(0)
-    gpt, optimizer, step = user_gpt.make(lt)
-    sizes = dict(user_gpt.SIZES["tiny"])
-    batch = sizes.pop("batch_size")
-    model = gpt(65, **sizes)
-    opt = optimizer(model)
+    model, opt, step, batch, block = user_gpt.built(lt, "tiny")
     fn = lt.jit(step) if compiled else step
     rng = np.random.default_rng(0)
     losses, peak, evicted, prof = [], 0, memory.evictions, None
     for i in range(steps):
         if budget is not None:
             lt.set_memory_budget(budget(i) if callable(budget) else budget)
-        x, y = (lt.tensor(rng.integers(0, 65, (batch, sizes["block_size"]))).to(device) for _ in range(2))
+        x, y = (lt.tensor(rng.integers(0, 65, (batch, block))).to(device) for _ in range(2))
         profiling = profile_last and i == steps - 1
         with memory.watch_peak() as watched, (lt.profile() if profiling else contextlib.nullcontext()) as p:
             losses.append(fn(model, opt, x, y).item())

@@ -113,3 +113,18 @@ def test_a_budget_variable_larger_than_the_device_is_a_warning_when_the_device_s
     monkeypatch.setenv("LAZYTENSOR_MEMORY_BUDGET", "1GB")
     with pytest.warns(lt.runtime.memory.BudgetWarning, match="LAZYTENSOR_MEMORY_BUDGET"):
         lt.set_device("virtual", memory="64MB")
+
+
+def test_nested_peak_watches_opened_at_the_same_bytes_each_keep_counting_after_the_inner_closes(virtual):
+    virtual(offload="always")
+    from lazytensor.runtime import devices
+    memory = devices.chain()[0].memory
+    with memory.watch_peak() as outer:
+        with memory.watch_peak() as inner:
+            pass
+        assert outer == inner  # equal lists: closing the inner one must not close the outer one
+        before = memory.resident_bytes
+        kept = (lt.tensor(np.ones(2 ** 18, np.float32)) * 2.0).realize()
+        assert memory.resident_bytes > before
+    assert outer[0] >= memory.resident_bytes and inner[0] == before
+    del kept

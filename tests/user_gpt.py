@@ -93,3 +93,13 @@ def make(torch):
         return loss
 
     return GPT, optimizer, train_step
+
+
+def built(torch, size, vocab=65):
+    """(model, optimizer, training step, batch size, block size) at `size` of SIZES, the model made now
+    (seed the framework first)."""
+    gpt, optimizer, step = make(torch)
+    sizes = dict(SIZES[size])
+    batch = sizes.pop("batch_size")
+    model = gpt(vocab, **sizes)
+    return model, optimizer(model), step, batch, sizes["block_size"]

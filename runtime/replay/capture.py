@@ -20,6 +20,7 @@ from .. import copies, counters, devices, executor, hostio, next_reads, parallel
 from ..backends.lowering import for_indices
 from ..graph import Node
 from ..next_reads import NextReads
+from ..prefetch import Prefetcher
 from ..locking import computing
 from ..residency import Buffer, is_param
 from ..schedule import GROUPS, KERNELS, Step
@@ -268,17 +269,22 @@ class Program:
                     made_at = self._made_at if made is not None else {}
                     memories = [b.memory for b in self.chain if not b.is_host]
                     reads = NextReads(self.steps, slots) if memories else None
+                    prefetcher = Prefetcher(lambda step: [slots[s] for s in step.ins]) if memories else None
+                    pressed = sum(m.evictions for m in memories)
                     try:
                         with next_reads.guiding(memories, reads):
                             for k, step in enumerate(self.steps):
                                 if reads is not None:
                                     reads.at = k
+                                    prefetcher.reading(step)
                                 out = slots[step.out] = _execute(step, [slots[s] for s in step.ins], stream0,
                                                                  self.chain)
                                 if reads is not None:
                                     reads.made(step.out, out)
                                 for s in step.drop:
                                     slots[s] = None
+                                if reads is not None and sum(m.evictions for m in memories) != pressed:
+                                    prefetcher.ahead(self.steps, k)  # the budget binds in this replay
                                 for i in made_at.get(k, ()):
                                     made(i, slots[self.outputs[i]])
                     finally:
