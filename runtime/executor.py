@@ -46,12 +46,13 @@ def run(order, roots, chain, fuser):
             evictions = evicted()
             as_planned = _run_step(step, chain, reads)
             ran.append(step)
-            if not as_planned or evicted() != evictions:
+            after = evicted()
+            if not as_planned or after != evictions:
                 steps = planner.schedule(remat.ordered(roots, chain), roots, chain, fuser).steps
                 replanned, k = replanned + 1, 0
                 if reads is not None:
                     reads.follow(steps)
-            elif reads is not None and evicted() != pressed:  # the budget binds in this run
+            elif reads is not None and after != pressed:  # the budget binds in this run
                 prefetcher.ahead(steps, k - 1)
     done = Schedule(ran, replanned)
     COUNTERS.kernels += done.kernels

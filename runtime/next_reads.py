@@ -34,7 +34,6 @@ class NextReads:
         """Start over with a schedule's new steps (the executor planned again), from its first."""
         self.at, self._steps = 0, steps
         self._pending = self._made = None
-        return self
 
     def _build(self):
         self._pending, self._made = {}, {}
