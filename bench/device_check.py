@@ -15,6 +15,9 @@
    vs lazytensor on this machine's CPU, and the bytes moved each way per step after warm-up.
 5. The modeled timeline (runtime/device_model.py, the "h200" profile) of one compiled step beside the
    kernels' device times measured with events: the model's error per op and in all.
+6. Prefetching on the copy stream (runtime/prefetch.py): the user nanoGPT at the seed's size under half
+   its unlimited peak, with the copy stream and without (prefetches queued on the compute stream):
+   losses against the unlimited run's, ms per step, bytes moved, and the modeled time beside them.
 
 The report (Markdown) goes to $OUT/device_check.md when OUT is set, else bench/results/.
 
@@ -23,6 +26,7 @@ The tests need pytest and hypothesis. On a machine without network, bring them a
 tool's `carry`), there, `pip install --no-index --find-links .device_wheels pytest hypothesis` first.
 """
 import argparse
+import contextlib
 import datetime
 import os
 import platform
@@ -278,6 +282,55 @@ def _model_check(lines, lt, config):
         f"{op} {n}x {m * 1e3:.3f} / {d * 1e3:.3f} = {d / m:.2f}" for op, (n, m, d) in top))
 
 
+def _prefetch_check(lines, lt, device, size="seed", steps=4):
+    """The user nanoGPT (`size`: the seed's), eager, unlimited and under half its peak with prefetches on the copy
+    stream and on the compute stream: losses, ms per step (wall, the loss read each step: the step's
+    end is a host read), bytes moved and prefetched per step, the modeled time of the last step."""
+    import numpy as np
+    import user_gpt
+    memory = device.memory
+    beside = device.copies_beside
+
+    def run(budget, copy_stream):
+        device.copies_beside = copy_stream and beside
+        lt.set_memory_budget(None)
+        lt.manual_seed(0)
+        model, opt, step, batch, block = user_gpt.built(lt, size)
+        if budget is not None:
+            lt.set_memory_budget(budget)
+        rng = np.random.default_rng(0)
+        losses, times, prof = [], [], None
+        with memory.watch_peak() as peak:
+            for i in range(steps):
+                x, y = (lt.tensor(rng.integers(0, 65, (batch, block))).to("cuda") for _ in range(2))
+                with lt.profile(model="h200") if i == steps - 1 else contextlib.nullcontext() as p:
+                    t0 = time.perf_counter()
+                    losses.append(step(model, opt, x, y).item())
+                    times.append(time.perf_counter() - t0)
+                prof = p or prof
+        moved = {"h2d": 0, "d2h": 0, "prefetch": 0}
+        for r in prof.transfers:
+            moved[r.direction] += r.nbytes
+            moved["prefetch"] += r.nbytes if r.reason == "prefetch" else 0
+        return losses, times, peak[0], moved, prof.modeled("h200").total_s
+
+    try:
+        want, times, peak, _, modeled = run(None, True)
+        lines.append(f"- {size} user GPT, eager, unlimited: peak {peak / 1e6:.1f} MB, "
+                     f"{statistics.median(times[1:]) * 1e3:.1f} ms/step (modeled {modeled * 1e3:.1f})")
+        for copy_stream in (True, False):
+            losses, times, used, moved, modeled = run(peak // 2, copy_stream)
+            lines.append(f"- under {peak // 2 / 1e6:.0f} MB, prefetches on the "
+                         f"{'copy' if copy_stream and beside else 'compute'} stream: losses "
+                         f"{'the unlimited run' if losses == want else f'DIFFER {losses} vs {want}'}; peak "
+                         f"{used / 1e6:.1f} MB; {statistics.median(times[1:]) * 1e3:.1f} ms/step (modeled "
+                         f"{modeled * 1e3:.1f}); up {moved['h2d'] / 1e6:.1f} MB ({moved['prefetch'] / 1e6:.1f} "
+                         f"prefetched), down {moved['d2h'] / 1e6:.1f} MB")
+    finally:
+        device.copies_beside = beside
+        lt.set_memory_budget(None)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
@@ -296,6 +349,7 @@ def main():
         sections.append((f"train {config}", lambda c=config: _train(lines, lt, device, c, 1 if args.quick else 3, 3)))
     for config in ("tiny", "small"):
         sections.append((f"modeled timeline vs measured, {config}", lambda c=config: _model_check(lines, lt, c)))
+    sections.append(("prefetching on the copy stream", lambda: _prefetch_check(lines, lt, device)))
     run_sections(lines, sections, t0)
     write_report(lines, "device_check.md")
 

@@ -6,7 +6,10 @@ from .transfers import LOG, now
 def upload(buf, block, backend, reason="operand-upload"):
     """HOST -> BOTH: copy `buf`'s host array into `block` on `backend`."""
     start = now()
-    measured = backend.upload(block, buf.host)
+    if reason == "prefetch" and backend.copies_beside:  # on a copy stream: runtime/prefetch.py
+        measured = backend.upload(block, buf.host, beside=True)
+    else:
+        measured = backend.upload(block, buf.host)
     buf.add_device_copy(block, backend)
     buf.home = None
     LOG.record("h2d", buf, reason, backend.name, start, measured if measured is not None else now() - start)

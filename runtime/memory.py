@@ -201,6 +201,7 @@ class DeviceMemory:
             scope[0] = max(scope[0], self.resident_bytes)
 
     def _release_block(self, block, size):
+        self.backend.wait_for_copy(block)  # its next user must not overtake a prefetch still copying into it
         self.resident_bytes -= size
         self._cache[size].append(block)
         self.cached_bytes += size

@@ -6,11 +6,13 @@ holds, 64 KiB or more, is uploaded now if the budget has room for it beside the 
 before its reader, so a prefetch evicts nothing. Each value is prefetched at most once a run (one the
 evictor spills again before its reader comes back on demand), so a prefetch adds at most one copy per
 value, and usually none: it moves an upload the reader would make anyway to an earlier point.
-On a GPU such a copy would run on a copy stream beside the kernels before its reader; the transfer
-log's reason "prefetch" and the reader's wait (`TransferLog.prefetch_wait`) let the modeled timeline
-overlap it with them (runtime/device_model.py). The CUDA backend queues the copy on its one stream,
-so there it runs before the kernels queued after it rather than beside them until it has a copy stream;
-the virtual device makes it at once. Values are the same either way (a copy rounds nothing).
+On the CUDA backend such a copy runs on a copy stream (runtime/backends/cuda_driver.py), beside the
+kernels queued before its reader: the reader's kernels are queued after a wait for it (`reading`), and
+so is the next user of its block when the value leaves the device first (DeviceMemory releasing a
+block waits for its copy). The transfer log's reason "prefetch" and the reader's wait
+(`TransferLog.prefetch_wait`) let the modeled timeline overlap it with the kernels the same way
+(runtime/device_model.py); the virtual device makes the copy at once. Values are the same either way
+(a copy rounds nothing).
 """
 import math
 import weakref
@@ -58,18 +60,22 @@ class Prefetcher:
                 if memory.resident_bytes + results + bucket(buf.nbytes) > memory.budget:
                     continue
                 self._done.add(id(buf))
-                if copies.make_resident(buf, backend, "prefetch") and LOG.profiling:
-                    self._waits[id(buf)] = (weakref.ref(buf), LOG.transfer_count - 1)
+                if copies.make_resident(buf, backend, "prefetch") and (LOG.profiling or backend.copies_beside):
+                    self._waits[id(buf)] = (weakref.ref(buf), LOG.transfer_count - 1 if LOG.profiling else None)
             results += bucket(math.prod(step.shape) * step.dtype.itemsize)
             if memory.resident_bytes + results > memory.budget:
                 return  # no room for anything further ahead
 
     def reading(self, step):
-        """Before `step` runs: note (while profiling) that its first kernel waits for the prefetches of
-        the operands it reads."""
+        """Before `step` runs: its kernels wait for the copies (on a copy stream) of the operands
+        prefetched for it, and (while profiling) the log notes that its first kernel waits for them."""
         if not self._waits:
             return
         for buf in self._operands(step):
             wait = self._waits.pop(id(buf), None) if buf is not None else None
-            if wait is not None and wait[0]() is buf:
+            if wait is None or wait[0]() is not buf:
+                continue
+            if wait[1] is not None:
                 LOG.prefetch_wait(wait[1])
+            if buf.on_device:
+                buf.backend.wait_for_copy(buf.device)

@@ -98,6 +98,7 @@ class DeviceBackend(HostBackend):
 
     is_host = False
     status_reads = 0  # reads of a device status word (each is also a "status-read" record in the log)
+    copies_beside = False  # upload(..., beside=True) queues a copy on a stream beside the kernels
 
     def raw_alloc(self, size):
         """A new block of at least `size` bytes (an object the backend understands), or raise MemoryError."""
@@ -111,8 +112,15 @@ class DeviceBackend(HostBackend):
         raise NotImplementedError
 
     def upload(self, block, host):
-        """Copy the host array into `block`; returns the copy's device time in seconds, or None."""
+        """Copy the host array into `block`; returns the copy's device time in seconds, or None. Where
+        `copies_beside`, `upload(block, host, beside=True)` queues it beside the kernels instead
+        (a prefetch), and work on `block` waits for it from `wait_for_copy(block)` on."""
         raise NotImplementedError
+
+    def wait_for_copy(self, block):
+        """Work queued from now on that reads or reuses `block` runs after its copy beside the kernels,
+        if one is in flight (called before a prefetched value's first reader, and when a block is
+        released)."""
 
     def download(self, block, out):
         """Copy `block` into the host array `out` (waiting for queued work); seconds or None as upload."""

@@ -1,6 +1,9 @@
 """CUDA drivers behind one small interface: alloc/free, upload/download, pinned host memory, compile +
 load a kernel, launch on the one compute stream, synchronize, mem_get_info, event timing; and the
-name the device takes (`device_name`).
+name the device takes (`device_name`). `upload_beside` queues an upload on a second stream (a prefetch,
+runtime/prefetch.py) and returns a token; `wait_beside(token)` makes the compute stream wait for that
+copy (the reader's kernels, or the next user of its block, are queued after it); `synchronize` waits
+for both streams.
 
 - `PycudaDriver`: pycuda (the `[cuda]` extra; built from source against cuda.h).
 - `CudaBindingsDriver`: NVIDIA's `cuda-bindings` wheel (needs only the driver's libcuda.so.1).
@@ -108,6 +111,9 @@ class EmulatedDriver:
         self._arrays = {}
         self.arch = "emulated"
         self.description = "emulated CUDA driver (kernels compiled as C, run on the CPU; not acceleration)"
+        self._beside = {}  # token -> (ptr, host): copies "in flight" on the copy stream
+        self._tokens = 0
+        self.beside_waits = 0
 
     def alloc(self, nbytes):
         if self.used + nbytes > self.capacity:
@@ -118,10 +124,30 @@ class EmulatedDriver:
         return block.ctypes.data
 
     def free(self, ptr):
+        if any(p == ptr for p, _ in self._beside.values()):
+            raise RuntimeError("a device block was freed while a copy into it was in flight (no wait_beside)")
         self.used -= self._arrays.pop(ptr).nbytes
 
     def upload(self, ptr, host):
         ctypes.memmove(ptr, host.ctypes.data, host.nbytes)
+
+    def upload_beside(self, ptr, host):
+        """The copy is made only when waited for (or at synchronize); until then the block holds NaN
+        bytes, so a kernel or download that reads it without `wait_beside` computes with garbage, as it
+        could on a GPU."""
+        ctypes.memset(ptr, 0xFF, host.nbytes)
+        self._tokens += 1
+        self._beside[self._tokens] = (ptr, host)
+        return self._tokens
+
+    def wait_beside(self, token):
+        self.beside_waits += 1
+        self._copy_beside(token)
+
+    def _copy_beside(self, token):
+        copy = self._beside.pop(token, None)  # None: a synchronize made it already
+        if copy is not None:
+            ctypes.memmove(copy[0], copy[1].ctypes.data, copy[1].nbytes)
 
     def download(self, out, ptr):
         ctypes.memmove(out.ctypes.data, ptr, out.nbytes)
@@ -139,7 +165,8 @@ class EmulatedDriver:
         return _EmulatedLaunch(self, fn, spec, ptrs, scalars)
 
     def synchronize(self):
-        pass
+        for token in list(self._beside):
+            self._copy_beside(token)
 
     def event(self):
         # Kernels and copies finish before their call returns: the host clock is the stream's.
@@ -165,7 +192,8 @@ def _arg_arrays(ptrs, spec, scalars):
 
 
 class CudaBindingsDriver:
-    """NVIDIA's cuda-bindings (cuda.bindings.driver), one context and one stream on device 0."""
+    """NVIDIA's cuda-bindings (cuda.bindings.driver), one context on device 0, a compute stream and a
+    copy stream for prefetches."""
 
     profile = CUDA
     kind = "cuda-bindings"
@@ -193,6 +221,7 @@ class CudaBindingsDriver:
         name = bytes(name).split(b"\0")[0].decode()
         self.description = f"{name} ({self.arch}) via cuda-bindings"
         self._keep = []
+        self.copy_stream = None  # made on the first upload_beside
 
     def _ok(self, result):
         err, *rest = result
@@ -212,6 +241,19 @@ class CudaBindingsDriver:
     def upload(self, ptr, host):
         self._ok(self.cu.cuMemcpyHtoDAsync(ptr, host.ctypes.data, host.nbytes, self.stream))
         self._keep.append(host)  # the copy reads it later; released at the next wait
+
+    def upload_beside(self, ptr, host):
+        if self.copy_stream is None:
+            self.copy_stream = self._ok(self.cu.cuStreamCreate(0))
+        self._ok(self.cu.cuMemcpyHtoDAsync(ptr, host.ctypes.data, host.nbytes, self.copy_stream))
+        done = self._ok(self.cu.cuEventCreate(int(self.cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)))
+        self._ok(self.cu.cuEventRecord(done, self.copy_stream))
+        self._keep.append(host)  # the copy reads it later; released at the next synchronize (both streams)
+        return done
+
+    def wait_beside(self, token):
+        self._ok(self.cu.cuStreamWaitEvent(self.stream, token, 0))
+        self._ok(self.cu.cuEventDestroy(token))  # its resources go once the wait has passed it
 
     def download(self, out, ptr):
         self._ok(self.cu.cuMemcpyDtoHAsync(out.ctypes.data, ptr, out.nbytes, self.stream))
@@ -238,6 +280,8 @@ class CudaBindingsDriver:
 
     def synchronize(self):
         self._ok(self.cu.cuStreamSynchronize(self.stream))
+        if self.copy_stream is not None:
+            self._ok(self.cu.cuStreamSynchronize(self.copy_stream))
         self._keep.clear()
 
     def mem_get_info(self):
@@ -255,7 +299,7 @@ class CudaBindingsDriver:
 
 
 class PycudaDriver:
-    """pycuda, one retained primary context and one stream on device 0."""
+    """pycuda, one retained primary context on device 0, a compute stream and a copy stream."""
 
     profile = CUDA
     kind = "pycuda"
@@ -276,6 +320,7 @@ class PycudaDriver:
         self.stream = drv.Stream()
         self.description = f"{dev.name()} ({self.arch}) via pycuda"
         self._allocs, self._keep = {}, []
+        self.copy_stream = None  # made on the first upload_beside
 
     def alloc(self, nbytes):
         try:
@@ -291,6 +336,18 @@ class PycudaDriver:
     def upload(self, ptr, host):
         self.drv.memcpy_htod_async(ptr, host, self.stream)
         self._keep.append(host)
+
+    def upload_beside(self, ptr, host):
+        if self.copy_stream is None:
+            self.copy_stream = self.drv.Stream()
+        self.drv.memcpy_htod_async(ptr, host, self.copy_stream)
+        done = self.drv.Event(self.drv.event_flags.DISABLE_TIMING)
+        done.record(self.copy_stream)
+        self._keep.append(host)
+        return done
+
+    def wait_beside(self, token):
+        self.stream.wait_for_event(token)
 
     def download(self, out, ptr):
         self.drv.memcpy_dtoh_async(out, ptr, self.stream)
@@ -313,6 +370,8 @@ class PycudaDriver:
 
     def synchronize(self):
         self.stream.synchronize()
+        if self.copy_stream is not None:
+            self.copy_stream.synchronize()
         self._keep.clear()
 
     def mem_get_info(self):

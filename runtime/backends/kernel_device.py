@@ -4,7 +4,9 @@ The driver (runtime/backends/cuda_driver.py: pycuda, cuda-bindings, or the C-emu
 memory, copies, compilation and launches; this class owns residency (DeviceMemory), the policy and
 the lowering of nodes to kernels. Launches are queued on one stream and never wait; a download waits
 for the stream, and only then are the per-launch temporaries (scatter groupings and blocked sums'
-partials, allocated from the budget) freed.
+partials, allocated from the budget) freed. A prefetch's upload goes on the driver's copy stream
+(`upload(..., beside=True)`); `wait_for_copy(block)` queues a wait for it before its reader, a download
+of it, or the reuse of its block.
 
 Index kernels whose indices exist only on the device check bounds themselves and report a bad index
 in a 16-byte status buffer; after a wait that follows such a launch the backend reads that word
@@ -59,6 +61,8 @@ class KernelDevice(LoweringDevice, DeviceBackend):
         self._status, self._checks, self.status_reads = None, [], 0
         self._events = None  # (start, end) CUDA events around the last node's launches, while profiling
         self._held = []  # kernel records waiting for their events (written after the next wait)
+        self.copies_beside = hasattr(driver, "upload_beside")
+        self._beside = {}  # block pointer -> the driver's token of a copy in flight on its copy stream
         self.memory = DeviceMemory(self)
 
     # ---- memory -----------------------------------------------------------------------------------
@@ -74,8 +78,13 @@ class KernelDevice(LoweringDevice, DeviceBackend):
     def _timing(self):
         return LOG.profiling and hasattr(self.driver, "event")
 
-    def upload(self, block, host):
-        """Queue the copy; while profiling, wait for it and return its device time (CUDA events)."""
+    def upload(self, block, host, beside=False):
+        """Queue the copy; while profiling, wait for it and return its device time (CUDA events). With
+        `beside` (a prefetch), queue it on the driver's copy stream instead, not timed: kernels queued
+        before it run while it copies, and `wait_for_copy(block)` orders the work that reads it."""
+        if beside:
+            self._beside[block.ptr] = self.driver.upload_beside(block.ptr, np.ascontiguousarray(host))
+            return None
         if not self._timing():
             return self.driver.upload(block.ptr, np.ascontiguousarray(host))
         start = self.driver.event()
@@ -109,13 +118,21 @@ class KernelDevice(LoweringDevice, DeviceBackend):
             LOG.kernel_record(node_id, op, self.name, shape, dtype, start, self.driver.elapsed_ms(begin, end) / 1e3,
                               seq, work)
 
+    def wait_for_copy(self, block):
+        token = self._beside.pop(block.ptr, None) if self._beside else None
+        if token is not None:
+            self.driver.wait_beside(token)
+
     def download(self, block, out):
+        self.wait_for_copy(block)
         measured = self.driver.download(out, block.ptr)
         self._after_wait()
         return measured
 
     def synchronize(self):
         self.driver.synchronize()
+        while self._beside:  # copies done with the streams: let their tokens go
+            self.driver.wait_beside(self._beside.popitem()[1])
         self._after_wait()
 
     def _after_wait(self):
