@@ -110,6 +110,20 @@ def _floor_divide(a, b):
     return out
 
 
+def _power(a, b):
+    """NumPy's power, except (-inf) ** y and (-0.0) ** y for y > 0 not an odd integer: +inf and +0.0
+    (C99's pow, the Array API standard, PyTorch). NumPy's SIMD loops on AVX-512 CPUs give NaN and -0.0
+    there when y is one value broadcast, so without this the answer depended on the CPU and the shapes."""
+    out = np.power(a, b)
+    if out.dtype.kind != "f":
+        return out
+    even = (b > 0) & (np.fmod(b, 2) != 1)  # NaN compares False: a NaN y keeps NumPy's NaN
+    if not even.any():
+        return out
+    fix = even & np.signbit(a) & ((a == 0) | np.isinf(a))
+    return np.where(fix, -a, out) if fix.any() else out
+
+
 def compute_dtype(dtype):
     """The wide dtype an elementwise op computes in before rounding to `dtype`."""
     dtype = np.dtype(dtype)
@@ -193,3 +207,4 @@ for _op in OPS.values():
     if _op.family in _BUILD and _op.name not in ELEMENTWISE_KERNELS:
         _fn = _DEFINED_HERE[_op.name] if _op.numpy is None else getattr(np, _op.numpy)
         ELEMENTWISE_KERNELS[_op.name] = _BUILD[_op.family](_fn, _op)
+ELEMENTWISE_KERNELS["pow"] = _binary(_power, OPS["pow"].native)  # NumPy's, with C99's special cases
