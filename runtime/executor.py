@@ -35,25 +35,29 @@ def run(order, roots, chain, fuser):
     evicted = _evictions(memories)
     ran, replanned, k = [], 0, 0
     prefetcher, pressed = (Prefetcher() if memories else None), evicted()
-    with next_reads.guiding(memories, NextReads(steps) if memories else None) as reads:
-        while k < len(steps):
-            step = steps[k]
-            steps[k] = None
-            if reads is not None:
-                reads.at = k
-                prefetcher.reading(step)
-            k += 1
-            evictions = evicted()
-            as_planned = _run_step(step, chain, reads)
-            ran.append(step)
-            after = evicted()
-            if not as_planned or after != evictions:
-                steps = planner.schedule(remat.ordered(roots, chain), roots, chain, fuser).steps
-                replanned, k = replanned + 1, 0
+    try:
+        with next_reads.guiding(memories, NextReads(steps) if memories else None) as reads:
+            while k < len(steps):
+                step = steps[k]
+                steps[k] = None
                 if reads is not None:
-                    reads.follow(steps)
-            elif reads is not None and after != pressed:  # the budget binds in this run
-                prefetcher.ahead(steps, k - 1)
+                    reads.at = k
+                    prefetcher.reading(step)
+                k += 1
+                evictions = evicted()
+                as_planned = _run_step(step, chain, reads)
+                ran.append(step)
+                after = evicted()
+                if not as_planned or after != evictions:
+                    steps = planner.schedule(remat.ordered(roots, chain), roots, chain, fuser).steps
+                    replanned, k = replanned + 1, 0
+                    if reads is not None:
+                        reads.follow(steps)
+                elif reads is not None and after != pressed:  # the budget binds in this run
+                    prefetcher.ahead(steps, k - 1)
+    finally:
+        if prefetcher is not None:
+            prefetcher.finish()
     done = Schedule(ran, replanned)
     COUNTERS.kernels += done.kernels
     return done

@@ -66,6 +66,15 @@ class Prefetcher:
             if memory.resident_bytes + results > memory.budget:
                 return  # no room for anything further ahead
 
+    def finish(self):
+        """After the run: work queued later (another run, a replay's prepared launches) waits for the
+        copies of values prefetched for readers that did not come (a replan moved them)."""
+        for ref, _ in self._waits.values():
+            buf = ref()
+            if buf is not None and buf.on_device:
+                buf.backend.wait_for_copy(buf.device)
+        self._waits.clear()
+
     def reading(self, step):
         """Before `step` runs: its kernels wait for the copies (on a copy stream) of the operands
         prefetched for it, and (while profiling) the log notes that its first kernel waits for them."""

@@ -115,10 +115,9 @@ def test_on_the_emulated_copy_stream_a_reader_that_does_not_wait_reads_garbage(m
     """The check above can fail: a reader queued without the wait sees the NaN bytes of a copy not
     yet made."""
     _emulated_cuda()
-    want_losses, *_ = _unlimited("cuda")
     monkeypatch.setattr(prefetch.Prefetcher, "reading", lambda self, step: self._waits.clear())
     losses, *_ = _train(0.5, "cuda")
-    assert losses[0] == want_losses[0] and any(np.isnan(losses[1:]))
+    assert any(np.isnan(losses))
 
 
 def test_on_cuda_a_download_and_a_released_block_wait_for_the_copy_beside():

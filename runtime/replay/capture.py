@@ -289,6 +289,8 @@ class Program:
                                     made(i, slots[self.outputs[i]])
                     finally:
                         peak = watch.close() if watch is not None else None
+                        if prefetcher is not None:
+                            prefetcher.finish()
                     if watch is not None:  # the plan is laid out knowing what this replay held at its peak
                         self._runner = device_runner.DeviceRunner(self, self.chain[0], peak)
         except BaseException:
