@@ -22,11 +22,7 @@ def _train(budget_fraction=None, device="virtual"):
     """(losses, parameter bytes, the last step's profile, the device's peak) of the tiny user GPT on
     the virtual device (or the emulated CUDA device), under `budget_fraction` of the unlimited run's peak."""
     budget = None if budget_fraction is None else int(_unlimited(device)[3] * budget_fraction)  # before set_device
-    if device == "cuda":
-        lt.set_device("cuda", driver="emulated", memory="256MB", offload="always")
-    else:
-        lt.set_device("virtual", memory="256MB", offload="always")
-    memory = devices.chain()[0].memory
+    memory = _start(device).memory
     lt.manual_seed(0)
     model, opt, step, batch, block = user_gpt.built(lt, "tiny")
     if budget is not None:
@@ -47,10 +43,16 @@ def _unlimited(device="virtual"):
     return _train(device=device)
 
 
-def _emulated_cuda():
-    from lazytensor.kernels.gpu import c_emulation
-    if c_emulation.compiler() is None:
-        pytest.skip("the emulated CUDA driver needs a C compiler (cc)")
+def _start(device):
+    """A fresh virtual device, or for "cuda" the emulated CUDA driver (skipped without a C compiler)."""
+    if device == "cuda":
+        from lazytensor.kernels.gpu import c_emulation
+        if c_emulation.compiler() is None:
+            pytest.skip("the emulated CUDA driver needs a C compiler (cc)")
+        lt.set_device("cuda", driver="emulated", memory="256MB", offload="always")
+    else:
+        lt.set_device("virtual", memory="256MB", offload="always")
+    return devices.chain()[0]
 
 
 def _moved(prof):
@@ -102,7 +104,6 @@ def test_an_unbounded_run_prefetches_nothing():
 
 
 def test_on_cuda_a_prefetch_copies_on_the_copy_stream_and_its_reader_waits_for_it():
-    _emulated_cuda()
     want_losses, want_params, *_ = _unlimited("cuda")
     losses, params, prof, _ = _train(0.5, "cuda")
     driver = devices.chain()[0].driver
@@ -114,16 +115,13 @@ def test_on_cuda_a_prefetch_copies_on_the_copy_stream_and_its_reader_waits_for_i
 def test_on_the_emulated_copy_stream_a_reader_that_does_not_wait_reads_garbage(monkeypatch):
     """The check above can fail: a reader queued without the wait sees the NaN bytes of a copy not
     yet made."""
-    _emulated_cuda()
     monkeypatch.setattr(prefetch.Prefetcher, "reading", lambda self, step: self._waits.clear())
     losses, *_ = _train(0.5, "cuda")
     assert any(np.isnan(losses))
 
 
 def test_on_cuda_a_download_and_a_released_block_wait_for_the_copy_beside():
-    _emulated_cuda()
-    lt.set_device("cuda", driver="emulated", memory="256MB", offload="always")
-    device = devices.chain()[0]
+    device = _start("cuda")
     host = np.arange(1 << 16, dtype=np.float32)
     read, released = device.memory.allocate(host.nbytes), device.memory.allocate(host.nbytes)
     device.upload(read, host, beside=True)
