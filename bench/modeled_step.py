@@ -10,10 +10,11 @@ the model's rates, not a timing of this machine, except the "host kernels" part 
 CPU because the budget sent them there), which is measured here.
 
     python bench/modeled_step.py [--size seed] [--batch 8] [--budgets 1,0.5,0.25] [--budgets-mb 385,192]
-                                 [--profile h200] [--prefetch-window 0]
+                                 [--profile h200] [--prefetch-window 0] [--recompute-ratio 1]
 
 `--prefetch-window 0` turns prefetching off (runtime/prefetch.py: the steps it looks ahead), to see
-what it gives.
+what it gives; `--recompute-ratio` is `lt.set_memory_budget`'s (how much more kernel time than its
+copies a value made again may cost: 2 trades kernel time for fewer bytes).
 """
 import argparse
 import json
@@ -36,12 +37,12 @@ import user_gpt
 from lazytensor.runtime import devices, prefetch
 
 compiled, sizes, batch, step_no = sys.argv[1] == "1", json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-budget, profile_name = int(sys.argv[5]), sys.argv[6]
+budget, profile_name, ratio = int(sys.argv[5]), sys.argv[6], float(sys.argv[8])
 if int(sys.argv[7]) >= 0:
     prefetch.WINDOW = int(sys.argv[7])
 lt.set_device("virtual", memory="16GB", offload="always")
 if budget:
-    lt.set_memory_budget(budget)
+    lt.set_memory_budget(budget, recompute_ratio=ratio)
 memory = devices.chain()[0].memory
 lt.manual_seed(0)
 gpt, optimizer, step = user_gpt.make(lt)
@@ -65,10 +66,11 @@ print(json.dumps({"peak": peak[0], "up": s["upload_bytes"], "down": s["download_
 """ % (VOCAB, VOCAB)
 
 
-def measure(compiled, sizes, batch, step_no, budget, profile, window=-1):
+def measure(compiled, sizes, batch, step_no, budget, profile, window=-1, ratio=1.0):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(HERE, "..", "tests"),
                                                        os.environ.get("PYTHONPATH", "")]))
-    args = ["1" if compiled else "0", json.dumps(sizes), str(batch), str(step_no), str(budget), profile, str(window)]
+    args = ["1" if compiled else "0", json.dumps(sizes), str(batch), str(step_no), str(budget), profile, str(window),
+            str(ratio)]
     out = subprocess.run([sys.executable, "-c", STEP, *args], capture_output=True, text=True, env=env, cwd=HERE)
     if out.returncode:
         raise RuntimeError(f"a measuring process failed:\n{out.stderr}")
@@ -86,6 +88,7 @@ def main():
     parser.add_argument("--profile", default="h200")
     parser.add_argument("--modes", default="eager,jit")
     parser.add_argument("--prefetch-window", type=int, default=-1, help="steps prefetching looks ahead (0: off)")
+    parser.add_argument("--recompute-ratio", type=float, default=1.0, help="lt.set_memory_budget's recompute_ratio")
     args = parser.parse_args()
     sys.path.insert(0, os.path.join(HERE, "..", "tests"))
     import user_gpt
@@ -95,7 +98,7 @@ def main():
         sizes["n_layer"] = args.layers
     shape = f"{sizes['n_layer']} layers x {sizes['n_embd']}, {sizes['n_head']} heads, block {sizes['block_size']}"
     print(header(f"A training step modeled on {args.profile} ({args.size}: {shape}; batch {args.batch}, "
-                 f"step {args.step}; virtual device, offload always)", 1))
+                 f"step {args.step}; virtual device, offload always; recompute ratio {args.recompute_ratio:g})", 1))
     print("| step | budget | peak MB | up MB | down MB | evictions | values made again | AdamW on the device | "
           "modeled ms (device kernels + copies - copy time beside kernels + host kernels measured here) | "
           "modeled / unlimited |")
@@ -108,7 +111,7 @@ def main():
         budgets += [("", int(float(mb) * 1e6)) for mb in args.budgets_mb.split(",") if mb]
         for name, budget in budgets:
             r = unlimited if budget == 0 else measure(compiled, sizes, args.batch, args.step, budget, args.profile,
-                                                      args.prefetch_window)
+                                                      args.prefetch_window, args.recompute_ratio)
             m = r["modeled"]
             label = "none" if budget == 0 else f"{name} ({budget / 1e6:.0f} MB)" if name else f"{budget / 1e6:.0f} MB"
             print(f"| {'lt.jit' if compiled else 'eager'} | {label} | {r['peak'] / 1e6:.1f} | {r['up'] / 1e6:.1f} | "

@@ -6,6 +6,7 @@ from .runtime import device_model as _device_model
 from .runtime import devices as _devices
 from .runtime import host_malloc as _host_malloc
 from .runtime import parallel as _parallel
+from .runtime import remat as _remat
 from .runtime.config import parse_bytes
 from .runtime.memory import set_budget_override
 from .runtime.profile import Profile
@@ -57,16 +58,20 @@ def when_compiling(callback):
     return _devices.first_compile(callback)
 
 
-def set_memory_budget(budget):
+def set_memory_budget(budget, recompute_ratio=1.0):
     """Cap the bytes resident on the device (int, or a string like "512MB"/"2GiB"); evicts down to it
     now. None restores the default (LAZYTENSOR_MEMORY_BUDGET, else a quarter of the device's free
-    memory) for this device and the ones started later. Returns the budget now in force (None on the
-    CPU with None given)."""
+    memory) for this device and the ones started later. Where a realization's values would exceed it,
+    a value is made again for its late readers instead of spilled to the host when its kernels would
+    take at most `recompute_ratio` times its copies out and back (on the H200 profile; 0: always spill,
+    2: fewer bytes copied for more kernel time; docs/RESIDENCY.md). Returns the budget now in force
+    (None on the CPU with None given)."""
+    nbytes = None if budget is None else parse_bytes(budget)
+    _remat.set_recompute_ratio(recompute_ratio)
     memory = _devices.active_memory()
     if budget is None:
         set_budget_override(None)
         return memory.restore_default_budget() if memory is not None else None
-    nbytes = parse_bytes(budget)
     set_budget_override(nbytes)
     if memory is not None:
         memory.set_budget(nbytes)

@@ -5,7 +5,8 @@ first gets a block for the result, then uploads the operands not resident there 
 logged), launches, and keeps the result (state DEVICE, no host array); a host backend downloads
 device-only operands first (reason `host-kernel`). When the run leaves the schedule (a device could not
 get memory the budget seemed to allow, so the step moves down the chain; or the evictor moved a value),
-the remaining steps are planned again from the values as they are (`Schedule.replanned` counts it).
+the remaining steps are planned again from the values as they are, in the order they had
+(`Schedule.replanned` counts it).
 Each step's node drops its inputs once it has run and the step lets go of it, so a value no tensor
 holds is freed (device block included) as soon as its last consumer ran. The per-kernel executors
 here (`run_node`, `fused_on_host`, `group_on_device`) are also what compiled replays call.
@@ -16,7 +17,7 @@ from .backends.arena import OutOfDeviceMemory
 from .backends.lowering import for_indices
 from .counters import COUNTERS
 from .device_model import work_of
-from .graph import Node, pending_order
+from .graph import Node, pending_in_order, pending_order
 from .next_reads import NextReads
 from .prefetch import Prefetcher
 from .residency import Buffer, home_of
@@ -49,7 +50,7 @@ def run(order, roots, chain, fuser):
                 ran.append(step)
                 after = evicted()
                 if not as_planned or after != evictions:
-                    steps = planner.schedule(remat.ordered(roots, chain), roots, chain, fuser).steps
+                    steps = planner.schedule(_remaining(roots, chain, steps, k), roots, chain, fuser).steps
                     replanned, k = replanned + 1, 0
                     if reads is not None:
                         reads.follow(steps)
@@ -61,6 +62,20 @@ def run(order, roots, chain, fuser):
     done = Schedule(ran, replanned)
     COUNTERS.kernels += done.kernels
     return done
+
+
+def _remaining(roots, chain, steps, k):
+    """The pending nodes to plan again once the run left its schedule at step `k`: in the order the
+    schedule had them (with the values it makes again), so that only where they run and what they
+    copy follow the values as they are. Ordering what is left anew (`remat.ordered`, for the memory of
+    that moment) moved 18% more bytes in a seed-size training step under a budget (bench/RESULTS.md)."""
+    rank = {}
+    for i in range(k, len(steps)):
+        step = steps[i]
+        if step is not None and step.node is not None:
+            rank.setdefault(step.node, i)
+    order = pending_in_order(roots, rank)
+    return order if order is not None else remat.ordered(roots, chain)
 
 
 def _evictions(memories):
@@ -136,8 +151,10 @@ def run_down_chain(node, operands, chain):
 
 
 def _run_group(group, backend, chain):
-    """A fused group as one kernel where it was planned; if that fails (a device's memory, a fuser that
-    declines), on the next host fuser that runs it, else member by member down the chain."""
+    """A fused group as one kernel where it was planned; if a host fuser declines it, on the next host
+    fuser that runs it, else member by member down the chain; if a device cannot get the memory for
+    it, member by member down the chain (each needs less at once, and the device's kernels give the
+    group's bits, which a host fuser's transcendentals may not)."""
     operands = [n.buffer for n in group.inputs] + [p.buffer for p in group.params if isinstance(p, Node)]
     if backend.is_host:
         buf = fused_on_host(group, operands, backend)
@@ -148,7 +165,7 @@ def _run_group(group, backend, chain):
     if buf is not None:
         report(kind, backend, group, operands, buf)
         return buf, backend
-    for fuser in devices.host_fusers(chain[0], chain):
+    for fuser in devices.host_fusers(chain[0], chain) if backend.is_host else ():
         if fuser is not backend:
             buf = fused_on_host(group, operands, fuser)
             if buf is not None:

@@ -1,6 +1,7 @@
 """Graph nodes and iterative traversals (no recursion, so 100,000-op chains are fine)."""
 import contextlib
 import itertools
+import math
 
 _ids = itertools.count()
 
@@ -93,6 +94,32 @@ def pending_order(roots, early=False):
     (`consumers_early`)."""
     order = postorder([r for r in roots if r.buffer is None], lambda node: node.buffer is None)
     return consumers_early(order) if early else order
+
+
+def pending_in_order(roots, rank):
+    """The unrealized nodes needed for `roots` in the order `rank` (node -> position) gives them: a
+    node it does not rank (one computed inside a fused group's kernel) takes the rank of its earliest
+    ranked consumer, and ties keep depth-first order. None when that order would run a node before one
+    of its inputs. What a run planned again mid-way keeps: the order it was running, not a new one."""
+    order = postorder([r for r in roots if r.buffer is None], lambda node: node.buffer is None)
+    consumers = {}
+    for node in order:
+        for inp in node.inputs:
+            consumers.setdefault(inp, []).append(node)
+    key = {}
+    for node in reversed(order):  # consumers before their inputs: each unranked node's consumers are keyed
+        k = rank.get(node)
+        if k is None:
+            k = min((key[c] for c in consumers.get(node, ())), default=math.inf)
+        key[node] = k
+    index = {node: i for i, node in enumerate(order)}
+    kept = sorted(order, key=lambda node: (key[node], index[node]))
+    seen = set()
+    for node in kept:
+        if any(inp in index and inp not in seen for inp in node.inputs):
+            return None
+        seen.add(node)
+    return kept
 
 
 # Values smaller than this are not worth reordering for (a device's size classes start at 512 B).

@@ -151,14 +151,19 @@ class _Planner:
                     self.node(node, follow=device.name)
 
     def group(self, group, fuser):
-        """The device if it takes the group (and its memory can be had), else the first host fuser that
-        does, else the members one by one (counted as the group's one kernel)."""
+        """The device if it takes the group and its memory can be had; the members one by one if it takes
+        it but its budget cannot hold the group's operands and result at once (each member needs less,
+        and stays on the device where it fits); else the first host fuser that takes it, else the
+        members one by one (counted as the group's one kernel)."""
         operands = [self.value(n) for n in group.inputs] + \
             [self.value(p) for p in group.params if isinstance(p, Node)]
         copies = []
-        if not fuser.is_host and placement.takes_group(fuser, group, operands) and \
-                self._fits(group.root.nbytes, operands, fuser, copies):
-            self._place(group.root, group.label, operands, fuser, copies, group=group)
+        if not fuser.is_host and placement.takes_group(fuser, group, operands):
+            if self._fits(group.root.nbytes, operands, fuser, copies, refuse=False):
+                self._place(group.root, group.label, operands, fuser, copies, group=group)
+                return
+            for member in self._unplanned([group.root]):
+                self.node(member, counted=member is group.root)
             return
         shapes = [n.shape for n in group.inputs]
         for host in devices.host_fusers(fuser, self.chain):
@@ -173,10 +178,10 @@ class _Planner:
         group's members)."""
         return postorder(roots, lambda node: node.buffer is None and node not in self.values)
 
-    def _fits(self, nbytes, operands, backend, copies):
+    def _fits(self, nbytes, operands, backend, copies, refuse=True):
         """Whether a device step's result and data operands can be held at once within the budget (the
         operands are pinned while it runs; anything else can be evicted); if so, the copies of the
-        operands it must upload are planned (in `copies`)."""
+        operands it must upload are planned (in `copies`), else (with `refuse`) the refusal is noted."""
         held, counted, upload = bucket(nbytes), [], []
         for v in operands:
             if v.shape == () and v.on_host:  # is_param: travels as a kernel parameter
@@ -189,8 +194,9 @@ class _Planner:
                 if not (v.on_device and v.backend is backend):
                     upload.append(v)
         if held > backend.memory.budget:
-            self.refused.append(backend)
-            backend.memory.refused_need(held)
+            if refuse:
+                self.refused.append(backend)
+                backend.memory.refused_need(held)
             return False
         for v in upload:
             if v.on_device:  # on another device: through the host, and that device forgets it

@@ -7,14 +7,17 @@ While that peak is above the budget, the largest value read both before and afte
 is considered: its late readers can read a copy made again just before the first of them, from inputs
 that are still held then (or that are made again too, a few steps back, through ops that compute the
 same bytes from the same inputs). It is made again when that costs no more time, on the device profile
-of runtime/device_model.py, than spilling it would (a download and an upload): a training step's
-attention probabilities (a product of two head matrices it keeps anyway, a scale, a mask, a softmax)
-are made again; a large product's output is spilled. A value only read after the peak is left where it
+of runtime/device_model.py, than spilling it would (a download and an upload), times the recompute
+ratio (`set_recompute_ratio`; 1 by default): at 1 a training step's attention probabilities (a product
+of two head matrices it keeps anyway, a scale, a mask, a softmax) are made again and a large product's
+output is spilled; at 2 a layer's MLP input is made again through its layer norm and product too,
+trading kernel time for fewer bytes across the link. A value only read after the peak is left where it
 is made: a tensor may hold it, and it must then be made where the program made it.
 
 Same kernels, same inputs: the values are byte-identical to those of the run without a budget. What the
 simulation misses (values other tensors hold, host steps) the evictor still handles (runtime/memory.py).
 """
+import numbers
 import weakref
 
 from .device_model import copy_seconds, kernel_seconds, kernel_work, profile_named
@@ -30,12 +33,27 @@ _INDEX = frozenset({"take", "take_along", "index"})
 _WORTH_BYTES = 256 * 1024   # smaller values are not worth a second kernel
 _CHAIN = 8                  # at most this many ops made again for one value
 _ROUNDS = 512               # values made again per realization, at most
+_CHOICES = 8                # acceptable values compared per round (the first, largest first)
 
 # Nodes made by `rematerialize` (a value made again is not made a third time: its readers are close).
 _COPIES = weakref.WeakSet()
 
 # The device profile a plan's choices are priced on (the only GPU measured so far is an H200).
 PROFILE = "h200"
+
+# How many times the time of its copies (out and back) making a value again may take (set_recompute_ratio).
+_RATIO = {"value": 1.0}
+
+
+def set_recompute_ratio(ratio):
+    """Make a value again when its kernels take at most `ratio` times the time its spill would copy
+    (a download and an upload); 0 spills whatever the budget cannot hold. Returns the ratio now in force."""
+    if isinstance(ratio, bool) or not isinstance(ratio, numbers.Real):
+        raise TypeError(f"recompute_ratio must be a number, got {type(ratio).__name__}")
+    if not ratio >= 0:  # NaN too
+        raise ValueError(f"recompute_ratio must be 0 or more (0: never make a value again), got {ratio!r}")
+    _RATIO["value"] = float(ratio)
+    return _RATIO["value"]
 
 
 def _remakeable(node):
@@ -137,8 +155,11 @@ def _simulate(order, rootset):
 
 
 def _best(order, peak_at, readers, rootset, tried, profile):
-    """The largest value held across position `peak_at` and not read there whose late readers can get
-    it made again no slower than spilling it: (value, first late position, the nodes to make), or None."""
+    """Of the largest values held across position `peak_at` and not read there whose late readers can
+    get them made again no slower than spilling them (times the recompute ratio), the one made again
+    in the least time per byte (of the first `_CHOICES` such, largest first): (value, first late
+    position, the nodes to make), or None. (At a ratio of 2, largest first alone made products again
+    where the cheap values left room enough: 1.06x modeled at 385 MB for the seed-size step.)"""
     candidates = []
     for node in order[:peak_at]:
         if node in rootset or node in tried or node.nbytes < _WORTH_BYTES or node in _COPIES or not _remakeable(node):
@@ -148,18 +169,22 @@ def _best(order, peak_at, readers, rootset, tried, profile):
             continue
         candidates.append(node)
     candidates.sort(key=lambda n: -n.nbytes)
+    choices = []
     for value in candidates:
-        tried.add(value)
         late = _first_late(order, readers, value, peak_at)
-        if late is None:
+        chain = None if late is None else _chain(value, late, readers, rootset)
+        remake = None if chain is None else sum(_seconds(profile, n) for n in chain)
+        if remake is None or remake > _RATIO["value"] * 2 * copy_seconds(profile, value.nbytes):
+            tried.add(value)  # not worth it here, nor at a later peak
             continue
-        chain = _chain(value, late, readers, rootset)
-        if chain is None:
-            continue
-        remake = sum(_seconds(profile, n) for n in chain)
-        if remake <= 2 * copy_seconds(profile, value.nbytes):
-            return value, late, chain
-    return None
+        choices.append((remake / value.nbytes, len(choices), value, late, chain))
+        if len(choices) == _CHOICES:
+            break
+    if not choices:
+        return None
+    _, _, value, late, chain = min(choices)
+    tried.add(value)
+    return value, late, chain
 
 
 def _first_late(order, readers, value, peak_at):

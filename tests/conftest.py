@@ -24,6 +24,7 @@ def pytest_collection_modifyitems(items):
 def _fresh_engine():
     """Every test starts on the device the environment selects (LAZYTENSOR_DEVICE), with empty logs."""
     lt.runtime.memory.set_budget_override(None)
+    lt.runtime.remat.set_recompute_ratio(1.0)
     lt.set_device(os.environ.get("LAZYTENSOR_DEVICE", "auto"))
     lt.reset_counters()
     lt.clear_transfer_log()

@@ -31,6 +31,8 @@ def _train(device, compiled, budget=None, steps=STEPS, profile_last=False):
     """(losses, the parameters' bytes, the device's peak, evictions, the last step's profile);
     `budget` is bytes for every step or a function of the step's index."""
     memory = _start(device)
+    if budget is None:
+        lt.set_memory_budget(None)  # a budget set for an earlier run holds for devices started later
     lt.manual_seed(0)
     model, opt, step, batch, block = user_gpt.built(lt, "tiny")
     fn = lt.jit(step) if compiled else step
@@ -75,10 +77,14 @@ def test_adamw_runs_on_the_device_under_a_quarter_of_the_steps_peak():
 
 
 @settings(max_examples=8, deadline=None)
-@given(fraction=st.floats(0.15, 0.95))
-def test_any_budget_gives_the_unlimited_runs_bytes(fraction):
+@given(fraction=st.floats(0.0, 0.95))
+def test_any_budget_that_holds_each_kernel_gives_the_unlimited_runs_bytes(fraction):
+    """Budgets from the most one kernel reads and writes at once up to 95% of the peak. Below that a
+    kernel runs on the host, whose transcendental kernels may differ in the last unit (docs/NUMERICS.md;
+    the tolerance test below)."""
     want_losses, want_params, unlimited_peak = _unlimited("virtual", False)
-    budget = int(unlimited_peak * fraction)
+    floor = _largest_kernel_bytes()
+    budget = int(floor + (unlimited_peak * 0.95 - floor) * fraction)
     losses, params, peak, _, _ = _train("virtual", False, budget, steps=3)
     assert peak <= budget
     assert tuple(losses) == want_losses[:3] and params == _unlimited_three_steps()
@@ -87,6 +93,14 @@ def test_any_budget_gives_the_unlimited_runs_bytes(fraction):
 @functools.lru_cache(maxsize=None)
 def _unlimited_three_steps():
     return _train("virtual", False, steps=3)[1]
+
+
+@functools.lru_cache(maxsize=None)
+def _largest_kernel_bytes():
+    """The most bytes one kernel of the unlimited step reads and writes, in the device's size classes
+    (at most 1/16 and 512 B above each request)."""
+    prof = _train("virtual", False, steps=2, profile_last=True)[4]
+    return max((k.read_bytes + k.written_bytes) * 17 // 16 + 512 * 4 for k in prof.kernels)
 
 
 def test_a_compiled_step_captured_with_adamw_on_the_host_replays_once_it_runs_on_the_device():

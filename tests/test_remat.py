@@ -33,11 +33,11 @@ def _program(device, seed=0):
     return g
 
 
-def _run(budget=None):
+def _run(budget=None, ratio=1.0):
     """(the program's value, the device's peak, values made again, bytes spilled) on the active device."""
     device = lt.runtime.devices.active_device()
     if budget is not None:
-        lt.set_memory_budget(budget)
+        lt.set_memory_budget(budget, recompute_ratio=ratio)
     g = _program(device.name)
     lt.reset_counters()
     with device.memory.watch_peak() as peak:
@@ -76,6 +76,23 @@ def test_making_values_again_spills_less_than_holding_them(virtual, monkeypatch)
     assert remade > 0 and none == 0
     assert np.array_equal(got, want)
     assert spilled_with < spilled_without, (spilled_with / ONE, spilled_without / ONE)
+
+
+def test_a_recompute_ratio_of_zero_spills_what_the_budget_cannot_hold(virtual):
+    want, peak, _ = _unlimited(virtual)
+    virtual(offload="always")
+    got, got_peak, remade, spilled = _run(peak * 3 // 4, ratio=0)
+    assert remade == 0 and spilled > 0
+    assert got_peak <= peak * 3 // 4
+    assert np.array_equal(got, want)
+
+
+def test_a_recompute_ratio_must_be_a_number_of_zero_or_more():
+    with pytest.raises(TypeError, match="recompute_ratio must be a number"):
+        lt.set_memory_budget("64MB", recompute_ratio="2")
+    for bad in (-1, float("nan")):
+        with pytest.raises(ValueError, match="0 or more"):
+            lt.set_memory_budget("64MB", recompute_ratio=bad)
 
 
 def test_random_values_are_never_made_again_and_products_and_softmax_are():

@@ -59,7 +59,7 @@ def test_an_operand_already_resident_is_never_uploaded_again(virtual, big):
     uploads = [r for r in lt.transfer_log() if r.direction == "h2d"]
     assert len(uploads) == 1 and uploads[0].node_id == x._node.id
     stats = lt.residency_stats()
-    assert stats["operand_misses"] == 1 and stats["operand_hits"] >= 3
+    assert stats["operand_misses"] == 1 and stats["operand_hits"] >= 2  # exp and +1 are one fused kernel
 
 
 def test_element_reads_download_the_source_once(virtual, big):

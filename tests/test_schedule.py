@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import lazytensor as lt
-from lazytensor.runtime import scheduler
+from lazytensor.runtime import devices, executor, graph, scheduler
 
 
 def _training_step():
@@ -93,6 +93,32 @@ def test_an_eviction_replans_the_remaining_steps_and_loses_no_value(virtual):
     assert ran.replanned >= 1
     assert device.memory.evictions >= 1
     np.testing.assert_array_equal(total.numpy(), np.full((600, 600), 3.0, np.float32))
+
+
+def test_a_run_planned_again_after_an_eviction_keeps_the_order_it_had(virtual):
+    """Only where the remaining steps run and what they copy follow the values; their order (which a
+    plan chose for the whole run, values made again included) stays."""
+    device = virtual(offload="always", budget="5MiB")
+    held = lt.tensor(np.ones((700, 700), np.float32)).to("virtual") * 1.0
+    held.numpy()  # 1.96 MB on the device that the run does not read: the evictor's first choice
+    x, y = (lt.tensor(np.full((600, 600), k, np.float32)) for k in (1.0, 2.0))
+    a, b, c = x + y, x - y, x * y
+    ab = a + b
+    total = ab + c
+    order = [a._node, c._node, b._node, ab._node, total._node]  # inputs first, not depth first
+    ran = executor.run(list(order), [total._node], devices.chain(), None)
+    assert device.memory.evictions >= 1 and ran.replanned >= 1
+    assert [step.node_id for step in ran.steps] == [node.id for node in order]
+    np.testing.assert_array_equal(total.numpy(), np.full((600, 600), 4.0, np.float32))
+
+
+def test_an_order_that_would_run_a_node_before_its_input_is_not_kept():
+    x = lt.tensor(np.ones(4, np.float32))
+    a = x + 1.0
+    b = a * 2.0
+    kept = graph.pending_in_order([b._node], {a._node: 0, b._node: 1})
+    assert kept.index(a._node) < kept.index(b._node) == len(kept) - 1  # the constants go with their readers
+    assert graph.pending_in_order([b._node], {b._node: 0, a._node: 1}) is None
 
 
 def test_a_schedule_keeps_no_value_of_its_realization_alive():

@@ -3,11 +3,21 @@ steps read furthest ahead, not the least recently used one; small values last. V
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 import lazytensor as lt
 from lazytensor.runtime.next_reads import NEVER, NextReads
 
 MIB = 2 ** 20
+
+
+@pytest.fixture(autouse=True)
+def _one_kernel_per_op(monkeypatch):
+    """Each elementwise op its own step, so the steps read the values in the order the test writes them
+    (the device would fuse `p * 2.0 + q + w` into one kernel reading all three at once)."""
+    monkeypatch.setenv("LAZYTENSOR_FUSE", "0")
+
+
 N = MIB // 4  # float32 elements in one mebibyte
 
 

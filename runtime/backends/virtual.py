@@ -2,7 +2,10 @@
 
 Uploads and downloads are real copies across the arena boundary and the reference kernels run on arena
 buffers, so the residency engine (budget, eviction, transfer log) runs on machines with no accelerator.
-It is a test and rehearsal device, not acceleration: everything it does costs more than the CPU path.
+It runs the fused elementwise groups a CUDA device would (runtime/fusion.py) as one kernel each, whose
+members live only during the call (kernels/reference/fused.py: the reference's bits), so its memory,
+copies and kernel count rehearse a CUDA run's. It is a test and rehearsal device, not acceleration:
+everything it does costs more than the CPU path.
 """
 import math
 import time
@@ -11,6 +14,7 @@ import weakref
 import numpy as np
 
 from ...kernels.reference import KERNELS
+from ...kernels.reference import fused as reference_fused
 from .. import config
 from ..config import parse_bytes
 from ..memory import DeviceMemory, PinnedPool
@@ -35,6 +39,7 @@ class VirtualDevice(DeviceBackend):
 
     name = "virtual"
     thresholds = CUDA_THRESHOLDS  # so a virtual run rehearses a CUDA run's transfers
+    fuses = True
 
     def __init__(self, memory=None, offload=None):
         # "policy" (default): the CUDA thresholds decide; "always": every kernel runs here (for tests
@@ -75,6 +80,17 @@ class VirtualDevice(DeviceBackend):
     def launch(self, node, args, out_block):
         result = KERNELS[node.op](node.attrs, *args)
         np.copyto(self.view(out_block, node.shape, node.dtype), result)
+
+    def group_kernel(self, group):
+        return True
+
+    def launch_group(self, group, args, out_block):
+        """A fused group's value from the inputs' arena views `args`, then its 0-d operands' values."""
+        inputs, node_params = args[:len(group.inputs)], iter(args[len(group.inputs):])
+        params = [next(node_params).item() if hasattr(p, "op") else p for p in group.params]
+        root = group.root
+        result = reference_fused.run(group.recipe, root.shape, root.dtype, inputs, params)
+        np.copyto(self.view(out_block, root.shape, root.dtype), result)
 
     def mem_info(self):
         return self.arena.free_bytes, self.capacity
