@@ -10,27 +10,16 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import lazytensor as lt
+import offload_devices
 import user_gpt
-from lazytensor.runtime import devices
 
 STEPS = 6
-
-
-def _start(device):
-    if device == "cuda":
-        from lazytensor.kernels.gpu import c_emulation
-        if c_emulation.compiler() is None:
-            pytest.skip("the emulated CUDA driver needs a C compiler (cc)")
-        lt.set_device("cuda", driver="emulated", memory="256MB", offload="always")
-    else:
-        lt.set_device("virtual", memory="256MB", offload="always")
-    return devices.chain()[0].memory
 
 
 def _train(device, compiled, budget=None, steps=STEPS, profile_last=False):
     """(losses, the parameters' bytes, the device's peak, evictions, the last step's profile);
     `budget` is bytes for every step or a function of the step's index."""
-    memory = _start(device)
+    memory = offload_devices.start(device).memory
     if budget is None:
         lt.set_memory_budget(None)  # a budget set for an earlier run holds for devices started later
     lt.manual_seed(0)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import lazytensor as lt
+import offload_devices
 import user_gpt
 from lazytensor.runtime import devices, device_model, prefetch
 from lazytensor.runtime.transfers import KernelLaunch, Transfer
@@ -22,7 +23,7 @@ def _train(budget_fraction=None, device="virtual"):
     """(losses, parameter bytes, the last step's profile, the device's peak) of the tiny user GPT on
     the virtual device (or the emulated CUDA device), under `budget_fraction` of the unlimited run's peak."""
     budget = None if budget_fraction is None else int(_unlimited(device)[3] * budget_fraction)  # before set_device
-    memory = _start(device).memory
+    memory = offload_devices.start(device).memory
     lt.manual_seed(0)
     model, opt, step, batch, block = user_gpt.built(lt, "tiny")
     if budget is not None:
@@ -41,18 +42,6 @@ def _train(budget_fraction=None, device="virtual"):
 @functools.lru_cache(maxsize=None)
 def _unlimited(device="virtual"):
     return _train(device=device)
-
-
-def _start(device):
-    """A fresh virtual device, or for "cuda" the emulated CUDA driver (skipped without a C compiler)."""
-    if device == "cuda":
-        from lazytensor.kernels.gpu import c_emulation
-        if c_emulation.compiler() is None:
-            pytest.skip("the emulated CUDA driver needs a C compiler (cc)")
-        lt.set_device("cuda", driver="emulated", memory="256MB", offload="always")
-    else:
-        lt.set_device("virtual", memory="256MB", offload="always")
-    return devices.chain()[0]
 
 
 def _moved(prof):
@@ -121,7 +110,7 @@ def test_on_the_emulated_copy_stream_a_reader_that_does_not_wait_reads_garbage(m
 
 
 def test_on_cuda_a_download_and_a_released_block_wait_for_the_copy_beside():
-    device = _start("cuda")
+    device = offload_devices.start("cuda")
     host = np.arange(1 << 16, dtype=np.float32)
     read, released = device.memory.allocate(host.nbytes), device.memory.allocate(host.nbytes)
     device.upload(read, host, beside=True)
