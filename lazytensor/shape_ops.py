@@ -109,8 +109,20 @@ def _permuted(x, dims):
     if factors is not None:
         a, b = factors  # (a @ b).T is b.T @ a.T: the product written in the transposed layout directly
         return b.mT @ a.mT
+    _lay_out_for(x, dims)
     shape = x.shape
     return Tensor._from_op("permute", (x,), {"dims": dims}, tuple(shape[d] for d in dims), x.dtype)
+
+
+def _lay_out_for(x, dims):
+    """When `x` is a pending stack of products (3 or more dims) whose permutation by `dims` keeps one of
+    its matrices' axes last: ask its kernel to lay its result out in that order (the node's `layout`),
+    so the permuted view is dense and a reshape of it copies nothing (attention's heads merged back, a
+    head's gradient placed in q/k/v's). The values are the same in any layout; a host kernel that
+    writes strided matrices honours it, the others ignore it."""
+    node = x._node
+    if node.op == "matmul" and node.buffer is None and len(dims) >= 3 and dims[-1] >= len(dims) - 2:
+        node.attrs = {**node.attrs, "layout": dims}
 
 
 def transpose(x, dim0=None, dim1=None):

@@ -13,7 +13,10 @@ Where the fuser runs row groups (numba's `fuses_rows`), a group may also hold on
 or gradient of either along the last axis (kernels/cpu/fused_rows.py): the row op absorbs the
 elementwise trees it reads (attention's scale and mask, the product of a gradient with a layer norm's
 weight), and an elementwise consumer absorbs the row op it reads as it would an elementwise node (the
-gradient's mask and scale, a layer norm's weight and bias).
+gradient's mask and scale, a layer norm's weight and bias). A batched product such a group alone reads
+(attention's q k^T before its softmax, the output's gradient times v^T before softmax's gradient) is
+computed inside it one matrix at a time, so the T x T scores never reach memory; and a bias add alone
+takes its product (a linear layer's `x @ W.T + b`), the bias added to each block of rows in cache.
 """
 import numpy as np
 
@@ -78,20 +81,35 @@ def groups(order, roots, lone_from=None, rows=False):
     shared = _recomputed(order, consumers, fusing, fusable, wanted)
     absorbed, size, spilled = set(), {}, set()
     holds_row = set()  # the trees that hold a row op: one each at most
+    absorber = {}      # a node absorbed -> the node that absorbed it (shared nodes: the last one)
+    products = []      # batched products taken in (kept only where their tree ends in a row op)
     for node in order:
         if rows and node.op in ROW_OPS and _row_fusable(node):
             size[node] = 1
             holds_row.add(node)
             for x in node.inputs:  # the elementwise trees it reads, computed in its kernel's first loop
-                if (x in size and x not in absorbed and x not in holds_row and consumers.get(x) == 1
+                if rows and _head_product(x, node, consumers, wanted) and x not in absorbed:
+                    absorbed.add(x)
+                    absorber[x] = node
+                    products.append(x)
+                    size[node] += 1
+                elif (x in size and x not in absorbed and x not in holds_row and consumers.get(x) == 1
                         and x not in wanted and size[node] + size[x] <= MAX_INSTRUCTIONS):
                     absorbed.add(x)
+                    absorber[x] = node
                     size[node] += size[x]
             continue
         if node not in fusable:
             continue
         size[node] = 1
         for k, inp in enumerate(node.inputs):
+            if (rows and node not in shared and inp not in absorbed and inp not in node.inputs[:k]
+                    and _head_product(inp, node, consumers, wanted)):
+                absorbed.add(inp)
+                absorber[inp] = node
+                products.append(inp)
+                size[node] += 1
+                continue
             if inp in shared:
                 if inp in node.inputs[:k]:
                     continue  # x * x: counted once
@@ -108,16 +126,81 @@ def groups(order, roots, lone_from=None, rows=False):
                     and size[node] + size[inp] <= MAX_INSTRUCTIONS
                     and not (inp in holds_row and node in holds_row)):
                 absorbed.add(inp)
+                absorber[inp] = node
                 size[node] += size[inp]
                 if inp in holds_row:
                     holds_row.add(node)
     absorbed -= spilled  # a consumer had no room for it: stored once, read by every consumer
+    for product in products:  # a product is computed a head at a time only for a row op's rows
+        root = absorber[product]
+        while root in absorbed:
+            root = absorber[root]
+        if root not in holds_row:
+            absorbed.discard(product)
     groups = {}
     for node in size:
         lone = lone_from is not None and node.size >= lone_from and node in fusable
         if node not in absorbed and (size[node] > 1 or lone):
             groups[node] = _build(node, absorbed, consumers, wanted)
+    if rows:  # a bias add alone (a group of its own at most) takes its product in
+        for node in order:
+            if node not in absorbed and size.get(node, 1) == 1:
+                product = _biased_product(node, consumers, wanted)
+                if product is not None:
+                    groups[node] = _product_group(node, product)
+                    absorbed.add(product)
     return groups, {id(n) for n in absorbed}
+
+
+def _head_product(x, consumer, consumers, wanted):
+    """Whether `x` is a batched product a row group computes one matrix at a time into a scratch block
+    (attention's q k^T, its output gradient times v^T), so the T x T matrices are never stored: a
+    pending float product of two stacks of matrices with the same batch dims, of `consumer`'s shape and
+    dtype, read only by `consumer`."""
+    if x.op != "matmul" or x.buffer is not None or consumers.get(x) != 1 or x in wanted:
+        return False
+    a, b = x.inputs
+    ndim = len(x.shape)
+    return (ndim >= 3 and x.shape == consumer.shape and x.dtype == consumer.dtype and x.dtype in _FLOATS
+            and len(a.shape) == len(b.shape) == ndim and a.shape[:-2] == b.shape[:-2] == x.shape[:-2]
+            and a.dtype == b.dtype == x.dtype and a.shape[-1] >= 1 and x.size >= MIN_ELEMENTS)
+
+
+def _biased_product(node, consumers, wanted):
+    """The product of a bias add `node` computes inside no other group (a linear layer's `x @ W.T + b`
+    whose sum is read by views: attention's q, k and v), when its kernel may compute it: a float product
+    of a stack of rows by a matrix, pending, read only by `node`, and a bias along its last axis; else None."""
+    if node.op != "add" or node.dtype not in _FLOATS or node.size < MIN_ELEMENTS:
+        return None
+    product, bias = node.inputs
+    if product.op != "matmul":
+        product, bias = bias, product
+    if (product.op != "matmul" or product.buffer is not None or consumers.get(product) != 1 or product in wanted
+            or product.shape != node.shape or product.dtype != node.dtype or bias.shape != node.shape[-1:]
+            or bias.dtype != node.dtype or len(product.inputs[1].shape) != 2 or len(product.inputs[0].shape) < 2):
+        return None
+    return product
+
+
+def _product_group(root, product):
+    """The group computing bias add `root` with its `product` in one kernel: recipe (ndim, (x, w,
+    ("matmul", x, w), bias, ("add", product, bias)))."""
+    dtype = _TYPES[root.dtype]
+    x, w = product.inputs
+    bias = root.inputs[1] if root.inputs[0] is product else root.inputs[0]
+    instrs = (("in", 0, dtype), ("in", 1, dtype), ("matmul", dtype, 0, 1), ("in", 2, dtype), ("add", dtype, 2, 3))
+    return Group(root, (len(root.shape), instrs), [x, w, bias], [], "fused(matmul+add)")
+
+
+def product_recipe(recipe):
+    """Whether `recipe` is a bias add with its product (_product_group's form)."""
+    instrs = recipe[1]
+    return len(instrs) == 5 and instrs[2][0] == "matmul" and instrs[4][0] == "add"
+
+
+def head_products(recipe):
+    """The indices of the batched products a row group's recipe computes a matrix at a time."""
+    return [n for n, ins in enumerate(recipe[1]) if ins[0] == "matmul"] if not product_recipe(recipe) else []
 
 
 # No transcendental: recomputing one of these in a kernel costs less than storing it and loading it again.

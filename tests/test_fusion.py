@@ -289,3 +289,19 @@ def test_recomputing_shared_values_keeps_the_bytes_of_storing_them_on_random_gra
         want, stored = run()
     assert got == want
     assert kernels <= stored
+
+
+def _q_k_v_projection(rng):
+    """A linear layer's output (8, 128, 192): x, its weight, its bias, the output."""
+    x = lt.tensor(rng.standard_normal((8, 128, 64)).astype(np.float32))
+    w = lt.tensor(rng.standard_normal((192, 64)).astype(np.float32))
+    b = lt.tensor(rng.standard_normal(192).astype(np.float32))
+    return x, w, b, F.linear(x, w, b)
+
+
+def test_a_bias_add_a_consumer_fuses_keeps_its_product_apart(monkeypatch, rng):
+    monkeypatch.setenv("LAZYTENSOR_FUSE", "1")
+    x, w, b, y = _q_k_v_projection(rng)
+    with lt.profile() as p:
+        F.gelu(y).realize()
+    assert [r.op for r in p.kernels if r.op != "permute"] == ["matmul", "fused(add+mul+mul+erf+add+mul)"]

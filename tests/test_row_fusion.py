@@ -45,16 +45,45 @@ def _attention_run(rows, monkeypatch, seed=0, shape=(2, 3, 48, 16)):
     return out, grads, [kernel.op for kernel in p.kernels]
 
 
-def test_attention_scale_mask_and_softmax_are_one_kernel(monkeypatch):
+def test_attention_scores_product_scale_mask_and_softmax_are_one_kernel(monkeypatch):
     _, _, labels = _attention_run(True, monkeypatch)
-    assert "fused(mul+where+softmax)" in labels
+    assert "fused(matmul+mul+where+softmax)" in labels
     assert "softmax" not in labels
 
 
-def test_softmax_gradient_with_its_mask_and_scale_is_one_kernel(monkeypatch):
+def test_softmax_gradient_with_its_product_mask_and_scale_is_one_kernel(monkeypatch):
     _, _, labels = _attention_run(True, monkeypatch)
-    assert "fused(softmax_grad+where+mul)" in labels
+    assert "fused(matmul+softmax_grad+where+mul)" in labels
     assert "softmax_grad" not in labels
+
+
+def test_attention_computes_its_two_t_by_t_products_inside_the_row_kernels(monkeypatch):
+    _, _, labels = _attention_run(True, monkeypatch)
+    _, _, unfused = _attention_run(False, monkeypatch)
+    assert unfused.count("matmul") - labels.count("matmul") == 2  # q k^T, and dy v^T
+
+
+def test_scores_a_user_also_reads_are_stored_by_their_own_product(monkeypatch):
+    monkeypatch.setattr(NumbaBackend, "fuses_rows", True)
+    rng = np.random.default_rng(1)
+    q, k = (lt.tensor(rng.normal(size=(2, 3, 48, 16)).astype(np.float32)) for _ in range(2))
+    scores = q @ k.transpose(-2, -1)
+    with lt.profile() as p:
+        att = F.softmax(scores * 0.25, dim=-1)
+        lt.realize(att, scores)
+    labels = [kernel.op for kernel in p.kernels]
+    assert labels.count("matmul") == 1 and "fused(mul+softmax)" in labels
+    np.testing.assert_allclose(att.numpy(), F.softmax(lt.tensor(scores.numpy()) * 0.25, dim=-1).numpy(), rtol=0, atol=0)
+
+
+def test_a_product_read_by_an_elementwise_kernel_alone_is_stored_by_its_own_product(monkeypatch):
+    monkeypatch.setattr(NumbaBackend, "fuses_rows", True)
+    rng = np.random.default_rng(2)
+    q, k = (lt.tensor(rng.normal(size=(2, 3, 48, 16)).astype(np.float32)) for _ in range(2))
+    with lt.profile() as p:
+        (((q @ k.transpose(-2, -1)) * 0.25).exp() + 1.0).numpy()
+    labels = [kernel.op for kernel in p.kernels]
+    assert "matmul" in labels and not any("matmul" in label and label.startswith("fused(") for label in labels)
 
 
 def test_fused_attention_gives_the_unfused_bytes_forward_and_backward(monkeypatch):

@@ -8,6 +8,7 @@ import pytest
 
 import lazytensor as lt
 from lazytensor import nn
+import lazytensor.nn.functional as F
 from lazytensor.kernels.cpu import blas, pool
 from lazytensor.kernels.cpu import movement as cpu_movement
 from lazytensor.kernels.cpu import reduce as cpu_reduce
@@ -99,9 +100,33 @@ def test_column_sums_split_only_into_pieces_of_many_columns(threads, monkeypatch
     assert len(widths) == 1 and widths[0] >= cpu_reduce.COLS_PER_PIECE
 
 
-def test_the_gradient_of_a_q_k_v_split_is_placed_in_pieces_with_the_one_thread_bytes(threads, monkeypatch, rng):
-    """Attention written by hand: q, k and v split from one projection. k's gradient comes transposed;
-    numba's threads copy it in pieces, giving the bytes one thread gives."""
+def test_a_transposed_piece_of_a_split_gradient_is_copied_in_pieces_with_the_one_thread_bytes(threads, monkeypatch,
+                                                                                               rng):
+    """q, k and v split from one projection, k read transposed by an elementwise op: its gradient comes
+    transposed, and numba's threads copy it into place in pieces, giving the bytes one thread gives."""
+    cuts = []
+    in_pieces = cpu_movement.copy_rows_tiled_in_pieces
+    monkeypatch.setattr(cpu_movement, "copy_rows_tiled_in_pieces",
+                        lambda dst, src, bounds: cuts.append(len(bounds) - 1) or in_pieces(dst, src, bounds))
+    x = rng.standard_normal((8, 64, 96)).astype(np.float32)
+    w = rng.standard_normal((8, 32, 64)).astype(np.float32)
+    results = {}
+    for n in (1, 2):
+        threads(n)
+        qkv = lt.tensor(x, requires_grad=True)
+        q, k, v = qkv.split(32, dim=2)
+        ((k.transpose(-2, -1) * lt.tensor(w)).sum() + (q * v).sum()).backward()
+        with lt.profile() as p:
+            results[n] = qkv.grad.numpy().tobytes()
+        assert [r.backend for r in p.kernels if r.op == "place_slices"] == ["numba"]
+    assert cuts == [2]  # two threads only
+    assert results[1] == results[2]
+
+
+def test_hand_written_attention_computes_k_gradient_in_k_layout(threads, monkeypatch, rng):
+    """Attention written by hand: k's gradient is a product read through a transpose; the product is
+    laid out as k is (shape_ops asks its kernel), so it is placed as a dense piece, no tiled copy, with
+    the bytes one thread gives."""
     cuts = []
     in_pieces = cpu_movement.copy_rows_tiled_in_pieces
     monkeypatch.setattr(cpu_movement, "copy_rows_tiled_in_pieces",
@@ -113,10 +138,8 @@ def test_the_gradient_of_a_q_k_v_split_is_placed_in_pieces_with_the_one_thread_b
         qkv = lt.tensor(x, requires_grad=True)
         q, k, v = qkv.split(32, dim=2)
         ((q @ k.transpose(-2, -1)).softmax(-1) @ v).sum().backward()
-        with lt.profile() as p:
-            results[n] = qkv.grad.numpy().tobytes()
-        assert [r.backend for r in p.kernels if r.op == "place_slices"] == ["numba"]
-    assert cuts == [2]  # two threads only
+        results[n] = qkv.grad.numpy().tobytes()
+    assert cuts == []
     assert results[1] == results[2]
 
 
@@ -347,3 +370,50 @@ def test_products_in_pieces_call_numpys_openblas_even_with_scipys_loaded(threads
     exported = [getattr(lib, name.format("s"), None) for name, _ in blas._NAMES]
     addresses = {ctypes.cast(fn, ctypes.c_void_p).value for fn in exported if fn is not None}
     assert blas.gemm_address(np.float32)[0] in addresses
+
+
+def _q_k_v_projection(rng):
+    """A linear layer's output read only through views (attention's q, k and v)."""
+    x = lt.tensor(rng.standard_normal((8, 128, 64)).astype(np.float32))
+    w = lt.tensor(rng.standard_normal((192, 64)).astype(np.float32))
+    b = lt.tensor(rng.standard_normal(192).astype(np.float32))
+    return x, w, b, F.linear(x, w, b)
+
+
+def test_a_bias_add_read_by_views_runs_with_its_product_as_one_kernel(threads, monkeypatch, rng):
+    monkeypatch.setenv("LAZYTENSOR_FUSE", "1")
+    x, w, b, y = _q_k_v_projection(rng)
+    q, k, v = y.split(64, dim=-1)
+    with lt.profile() as p:
+        lt.realize(q, k, v)
+    assert [(r.op, r.backend) for r in p.kernels if r.op != "permute" and r.op != "slice"] == \
+        [("fused(matmul+add)", "numba")]
+
+
+def test_a_product_with_its_bias_gives_the_bytes_of_the_product_then_the_add(threads, monkeypatch, rng):
+    """The bias is added to each block of rows right after its product: each element rounded as the add
+    rounds it, so the bytes are those of the product's kernel followed by NumPy's add."""
+    monkeypatch.setenv("LAZYTENSOR_FUSE", "1")
+    x, w, b, y = _q_k_v_projection(rng)
+    fused = y.numpy()
+    monkeypatch.setenv("LAZYTENSOR_FUSE", "0")
+    product = (x @ w.mT).numpy()
+    assert fused.tobytes() == (product + b.numpy()).tobytes()
+    np.testing.assert_allclose(fused, x.numpy() @ w.numpy().T + b.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dims", [(0, 2, 1, 3), (0, 3, 1, 2), (2, 0, 1, 3)], ids=str)
+def test_a_stack_of_products_read_permuted_is_laid_out_as_read(threads, dims, rng):
+    """Attention's heads merged back (or a head's gradient read transposed): the product's kernel writes
+    its result in the permuted order, so the permuted view is dense and reshaping it copies nothing;
+    the values are the product's."""
+    a = rng.standard_normal((4, 3, 64, 32)).astype(np.float32)
+    b = rng.standard_normal((4, 3, 32, 48)).astype(np.float32)
+    product = lt.tensor(a) @ lt.tensor(b)
+    permuted = product.permute(*dims)
+    merged = permuted.reshape(permuted.shape[0], permuted.shape[1], -1)
+    values = merged.numpy()
+    np.testing.assert_allclose(values, np.matmul(a, b).transpose(dims).reshape(values.shape), rtol=1e-5, atol=1e-5)
+    assert product.numpy().transpose(dims).flags.c_contiguous
+    plain = (lt.tensor(a) @ lt.tensor(b)).numpy()  # the same kernel writing C order: the same bytes
+    assert plain.transpose(dims).tobytes() == product.numpy().transpose(dims).tobytes()

@@ -9,6 +9,11 @@ the row op's value run last, over `out` again. Each value is stored with its nod
 next stage reads it, so the result is the bytes the kernels would give one after another, without the
 passes over memory between them (attention's scale and mask before its softmax and their gradients
 after softmax's; a layer norm's weight and bias after it, the weight's product before its gradient).
+
+A `("matmul", dtype, i, j)` instruction (i and j inputs: stacks of matrices with the output's leading
+dims, read where they lie) is computed one matrix at a time, before that matrix's blocks of rows, into
+a scratch matrix by the BLAS call a batched product makes for it (kernels/cpu/blas.py), and read from
+there: attention's T x T scores and their gradient never reach memory.
 """
 
 BLOCK = 16  # rows per block: the row kernels fold sixteen rows side by side
@@ -18,7 +23,15 @@ ROW_KERNELS = {"softmax": ("softmax_rows", False), "softmax_grad": ("softmax_gra
                "layer_norm": ("layer_norm_rows", True), "layer_norm_grad": ("layer_norm_grad_rows", True)}
 ROW_OPS = frozenset(ROW_KERNELS)
 IMPORTS = ["from lazytensor.kernels.cpu.softmax import softmax_grad_rows, softmax_rows",
-           "from lazytensor.kernels.cpu.layer_norm import layer_norm_grad_rows, layer_norm_rows"]
+           "from lazytensor.kernels.cpu.layer_norm import layer_norm_grad_rows, layer_norm_rows",
+           "from lazytensor.kernels.cpu.blas import gemm_into"]
+# A product's operands are read in place by BLAS, not elementwise; trailing arguments of a kernel with one.
+PRODUCT_ARGS = ("gemm_at", "gemm_ints")
+
+
+def products(instrs):
+    """The indices of the recipe's product instructions."""
+    return [n for n, ins in enumerate(instrs) if ins[0] == "matmul"]
 
 
 def row_at(instrs):
@@ -38,7 +51,7 @@ def _closure(instrs, starts, stop_at=None):
         if n in needed:
             continue
         needed.add(n)
-        if n != stop_at and instrs[n][0] not in ("in", "param"):
+        if n != stop_at and instrs[n][0] not in ("in", "param", "matmul"):  # a product is computed before
             stack.extend(instrs[n][2:])
     return sorted(needed)
 
@@ -57,17 +70,24 @@ def row_kernel_lines(recipe, broadcast, body):
     lead = "".join(f"i{d}, " for d in range(ndim - 2))
     block, at = f"{lead}lo:hi", ", ".join(f"i{d}" for d in range(ndim))
     rows, cols = f"out.shape[{ndim - 2}]", f"out.shape[{ndim - 1}]"
-    computed = [n for n in operands if instrs[n][0] != "in"]
+    made = products(instrs)
+    computed = [n for n in operands if instrs[n][0] not in ("in", "matmul")]
     lines, indent = [], "    "
     # Computed operands go to scratch blocks, not `out`: a row kernel reading and writing the same row
     # would not vectorize (LLVM's overlap check finds them the same).
     for n in computed:
         lines.append(f"{indent}scratch{n} = np.empty(({BLOCK}, {cols}), out.dtype)")
+    for n in made:
+        lines.append(f"{indent}prod{n} = np.empty(({rows}, {cols}), out.dtype)")
     if takes_eps:
         lines.append(f"{indent}eps = np.full(1, p{eps[1]}, out.dtype)")
     for d in range(ndim - 2):
         lines.append(f"{indent}for i{d} in range(out.shape[{d}]):")
         indent += "    "
+    lead_at = ", ".join(f"i{d}" for d in range(ndim - 2))
+    for n in made:
+        a, b = (f"a{instrs[k][1]}[{lead_at}]" for k in instrs[n][2:])
+        lines.append(f"{indent}gemm_into({', '.join(PRODUCT_ARGS)}, {a}, {b}, prod{n})")
     lines += [f"{indent}for lo in range(0, {rows}, {BLOCK}):", f"{indent}    hi = min(lo + {BLOCK}, {rows})"]
     indent += "    "
 
@@ -83,6 +103,8 @@ def row_kernel_lines(recipe, broadcast, body):
     def row_operand(n):
         if n in computed:
             return f"scratch{n}[:hi - lo]"
+        if n in made:
+            return f"prod{n}[lo:hi]"
         ins = instrs[n]
         assert not any(broadcast[ins[1]]), "a row op reads whole inputs or its first loop's values"
         return f"a{ins[1]}[{block}]"

@@ -44,7 +44,7 @@ from ...kernels.cpu import window as cpu_window
 from ...kernels import ops
 from ...kernels.reference import KERNELS
 from ...kernels.reference.optim import side_by_side
-from .. import parallel
+from .. import fusion, parallel
 from .base import HostBackend
 
 MIN_ELEMENTS = 8192  # below this, a compiled call's dispatch costs more than NumPy's temporaries save
@@ -100,7 +100,7 @@ def _split_matmul(route, node, a, b):
     OpenBLAS or of MKL where chosen (kernels/cpu/blas.py). The same products as the reference, possibly
     rounded differently (another library, or another blocking for a smaller piece: matmul is in the
     tolerance class)."""
-    out = np.empty(node.shape, node.dtype)
+    out = _product_out(node, len(b.shape) != 2)
     k = a.shape[-1]
     if route[0] == "blis":
         gemm.matmul_into(a.reshape(-1, k), b, out.reshape(-1, out.shape[-1]))
@@ -112,8 +112,19 @@ def _split_matmul(route, node, a, b):
     if len(b.shape) == 2:
         blas.matmul_rows(a.reshape(-1, k), b, out.reshape(-1, out.shape[-1]), bounds, library)
     else:
-        blas.matmul_batches(a, b, out.reshape((-1,) + out.shape[-2:]), bounds, library)
+        blas.matmul_batches(a, b, out, bounds, library)
     return out
+
+
+def _product_out(node, batched):
+    """The result array of a product: C-contiguous, or for a batched one whose node names a `layout`
+    (the permutation its consumer views it through: lazytensor/shape_ops.py), laid out so that view is
+    C-contiguous (head-split attention's products, whose permuted result is then reshaped without a copy)."""
+    dims = node.attrs.get("layout") if batched else None
+    if dims is None:
+        return np.empty(node.shape, node.dtype)
+    out = np.empty(tuple(node.shape[d] for d in dims), node.dtype).transpose(np.argsort(dims))
+    return out if blas.writable_by_rows(out) else np.empty(node.shape, node.dtype)
 
 
 class NumbaBackend(HostBackend):
@@ -283,6 +294,41 @@ class NumbaBackend(HostBackend):
         cpu_index.scatter_along_into(out.reshape(pre, shape[axis], post), g, index.astype(np.int64, copy=False))
         return out
 
+    def can_fuse(self, recipe, root, shapes):
+        if fusion.product_recipe(recipe):  # a bias add with its product: where the product runs in pieces
+            route = self._product_route(root, shapes)
+            return route is not None and route[0] == "split"
+        return all(self._head_library(recipe, n, root, shapes) is not None for n in fusion.head_products(recipe))
+
+    @staticmethod
+    def _head_library(recipe, n, root, shapes):
+        """The BLAS library computing product instruction `n` of a row group a matrix at a time (the
+        library a batched product of these operands would be split over), or None."""
+        ndim, instrs = recipe
+        a, b = (shapes[instrs[k][1]] for k in instrs[n][2:])
+        route = _matmul_route(tuple(a), tuple(b), root.shape, root.dtype, root.dtype, root.dtype, gemm.host_blas())
+        return route[3] if route is not None and route[0] == "split" else None
+
+    @staticmethod
+    def _product_route(root, shapes):
+        x, w = shapes[:2]
+        return _matmul_route(tuple(x), tuple(w), root.shape, root.dtype, root.dtype, root.dtype, gemm.host_blas())
+
     def launch_fused(self, recipe, root, arrays, params):
-        """Run a generated elementwise kernel (runtime/fusion.py) producing `root`'s value."""
-        return cpu_fused.run(recipe, root.shape, root.dtype, arrays, params, parallel.pieces)
+        """Run a generated elementwise or row kernel (runtime/fusion.py) producing `root`'s value (its
+        batched products computed a matrix at a time inside it), or a bias add with its product: the bias
+        added to each block of the product's rows while it is in cache."""
+        if fusion.product_recipe(recipe):
+            x, w, bias = arrays
+            _, items, work, library, _ = self._product_route(root, [x.shape, w.shape])
+            bounds = parallel.pieces(items, work)
+            if bounds is None:
+                bounds = np.array([0, items], np.int64)
+            out = np.empty(root.shape, root.dtype)
+            k = x.shape[-1]
+            blas.matmul_rows_bias(x.reshape(-1, k), w, np.ascontiguousarray(bias), out.reshape(-1, out.shape[-1]),
+                                  bounds, library)
+            return out
+        heads = fusion.head_products(recipe)
+        library = self._head_library(recipe, heads[0], root, [a.shape for a in arrays]) if heads else None
+        return cpu_fused.run(recipe, root.shape, root.dtype, arrays, params, parallel.pieces, library)
