@@ -18,8 +18,10 @@ tolerance class), place_slices (the
 gradient of a split or q/k/v: copies, a large transposed piece in tiles on several threads); at any
 size the AdamW update and clip_grad_norm_'s sum of squares (bit-identical), the scatter-adds of
 index_select/embedding and gather (take_along) gradients (bit-identical: index order, float64; NumPy's
-np.add.at costs more than a compiled call at every size) and fused elementwise groups
-(runtime/fusion.py); from MIN_ELEMENTS the random fills (the reference's transforms over compiled Philox
+np.add.at costs more than a compiled call at every size) and fused elementwise and row groups
+(runtime/fusion.py; with the batched products they read, and bias adds with their products, where those
+products would be cut in pieces: the same BLAS calls; a batched product whose consumer views it permuted
+is written in that layout, its node's `layout`); from MIN_ELEMENTS the random fills (the reference's transforms over compiled Philox
 words: the same bits); everything else goes on down the chain to the NumPy backend.
 """
 import functools
