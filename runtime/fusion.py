@@ -132,11 +132,13 @@ def groups(order, roots, lone_from=None, rows=False):
                     holds_row.add(node)
     absorbed -= spilled  # a consumer had no room for it: stored once, read by every consumer
     for product in products:  # a product is computed a head at a time only for a row op's rows
-        root = absorber[product]
-        while root in absorbed:
-            root = absorber[root]
-        if root not in holds_row:
+        chain = [absorber[product]]
+        while chain[-1] in absorbed:
+            chain.append(absorber[chain[-1]])
+        if chain[-1] not in holds_row:
             absorbed.discard(product)
+            for node in chain:  # stored by its own kernel: no longer counted in the tree
+                size[node] -= 1
     groups = {}
     for node in size:
         lone = lone_from is not None and node.size >= lone_from and node in fusable

@@ -84,6 +84,7 @@ def test_a_product_read_by_an_elementwise_kernel_alone_is_stored_by_its_own_prod
         (((q @ k.transpose(-2, -1)) * 0.25).exp() + 1.0).numpy()
     labels = [kernel.op for kernel in p.kernels]
     assert "matmul" in labels and not any("matmul" in label and label.startswith("fused(") for label in labels)
+    assert "fused(mul+exp+add)" in labels
 
 
 def test_fused_attention_gives_the_unfused_bytes_forward_and_backward(monkeypatch):

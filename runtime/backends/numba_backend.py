@@ -21,8 +21,8 @@ index_select/embedding and gather (take_along) gradients (bit-identical: index o
 np.add.at costs more than a compiled call at every size) and fused elementwise and row groups
 (runtime/fusion.py; with the batched products they read, and bias adds with their products, where those
 products would be cut in pieces: the same BLAS calls; a batched product whose consumer views it permuted
-is written in that layout, its node's `layout`); from MIN_ELEMENTS the random fills (the reference's transforms over compiled Philox
-words: the same bits); everything else goes on down the chain to the NumPy backend.
+is written in that layout, its node's `layout`); from MIN_ELEMENTS the random fills (the reference's
+transforms over compiled Philox words: the same bits); everything else goes on down the chain to the NumPy backend.
 """
 import functools
 import math
