@@ -28,7 +28,7 @@ def cat(attrs, *xs):
 
 
 def contiguous(attrs, x):
-    return np.ascontiguousarray(x)  # a view where the value is already dense (a product laid out as read)
+    return np.asarray(x, order="C")  # x itself where it is already dense (a product laid out as read)
 
 
 def tril(attrs, x):
