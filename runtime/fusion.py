@@ -15,8 +15,10 @@ elementwise trees it reads (attention's scale and mask, the product of a gradien
 weight), and an elementwise consumer absorbs the row op it reads as it would an elementwise node (the
 gradient's mask and scale, a layer norm's weight and bias). A batched product such a group alone reads
 (attention's q k^T before its softmax, the output's gradient times v^T before softmax's gradient) is
-computed inside it one matrix at a time, so the T x T scores never reach memory; and a bias add alone
-takes its product (a linear layer's `x @ W.T + b`), the bias added to each block of rows in cache.
+computed inside it one matrix at a time, so the T x T scores never reach memory; a bias add alone
+takes its product (a linear layer's `x @ W.T + b`), the bias added to each block of rows in cache; and
+a tree only a float sum over all but its last axis reads (a layer norm's weight gradient) becomes that
+sum's group, its rows folded into the column sums as they are made (kernels/cpu/column_sums.py).
 """
 import numpy as np
 
@@ -151,7 +153,39 @@ def groups(order, roots, lone_from=None, rows=False):
                 if product is not None:
                     groups[node] = _product_group(node, product)
                     absorbed.add(product)
+        for node in order:  # a sum over the leading axes folds its tree's rows as the kernel makes them
+            tree = _summed_tree(node, groups, fusable, absorbed, consumers, wanted)
+            if tree is not None:
+                group = groups.pop(tree, None) or _build(tree, absorbed, consumers, wanted)
+                groups[node] = _column_sum_group(node, group)
+                absorbed.add(tree)
     return groups, {id(n) for n in absorbed}
+
+
+def _summed_tree(node, groups, fusable, absorbed, consumers, wanted):
+    """The tree a float `sum` over all but the last axis reads alone (a group's root or a lone fusable
+    node, elementwise or row, without products: a layer norm's weight gradient `sum(xhat * dy, (0, 1))`),
+    whose kernel can fold its rows into the column sums instead of storing them; else None."""
+    if node.op != "sum" or node.dtype not in _FLOATS:
+        return None
+    tree = node.inputs[0]
+    ndim = len(tree.shape)
+    if (ndim < 2 or tree.dtype != node.dtype or tuple(sorted(node.attrs["axes"])) != tuple(range(ndim - 1))
+            or consumers.get(tree) != 1 or tree in wanted or tree in absorbed or tree.buffer is not None):
+        return None
+    group = groups.get(tree)
+    if group is None:
+        return tree if tree in fusable else None
+    instrs = group.recipe[1]
+    return None if any(ins[0] == "matmul" for ins in instrs) else tree
+
+
+def _column_sum_group(node, group):
+    """`group` with a last instruction folding its value's rows into `node`, the column sums:
+    ("colsum", dtype, index of the tree's value)."""
+    ndim, instrs = group.recipe
+    instrs = instrs + (("colsum", _TYPES[node.dtype], len(instrs) - 1),)
+    return Group(node, (ndim, instrs), group.inputs, group.params, group.label[:-1] + "+sum)")
 
 
 def _head_product(x, consumer, consumers, wanted):

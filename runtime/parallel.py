@@ -25,6 +25,7 @@ cores this process may use (at most numba's pool size, NUMBA_NUM_THREADS).
 """
 import contextlib
 import functools
+import math
 import os
 import threading
 
@@ -112,16 +113,19 @@ def num_threads():
 
 
 def _work(node):
-    """Elements of work of a node's kernel: its size, times the inner dimension for a product."""
+    """Elements of work of a node's kernel: its size, times the inner dimension for a product; a
+    reduction's, its input's size (a column sum folded in its tree's kernel computes the whole tree)."""
     if node.op == "matmul" and node.inputs and len(node.inputs[0].shape) >= 1:
         return node.size * node.inputs[0].shape[-1]
-    return node.size
+    return max([node.size] + [inp.size for inp in node.inputs])
 
 
-def worth_splitting(nodes):
-    """Whether any kernel of `nodes` has the work of two pieces (2 MIN_PIECE elements). The pieces
-    decide per kernel (`pieces`): the small kernels of a run stay whole."""
-    return any(_work(n) >= 2 * MIN_PIECE for n in nodes)
+def worth_splitting(nodes, read_shapes=()):
+    """Whether any kernel of `nodes` has the work of two pieces (2 MIN_PIECE elements), or reads an
+    operand of one of `read_shapes` that large (a compiled step's nodes no longer name their inputs).
+    The pieces decide per kernel (`pieces`): the small kernels of a run stay whole."""
+    return (any(_work(n) >= 2 * MIN_PIECE for n in nodes)
+            or any(math.prod(shape) >= 2 * MIN_PIECE for shape in read_shapes))
 
 
 @contextlib.contextmanager

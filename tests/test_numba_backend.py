@@ -20,6 +20,7 @@ from lazytensor.kernels.cpu.special import erf_for_float32, erf_scalar, exp_for_
 from lazytensor.kernels.cpu.special32 import erf_in_float32, exp_in_float32
 from lazytensor.kernels.reference import KERNELS
 from lazytensor.runtime import devices, parallel
+from lazytensor.runtime.backends import numba_backend
 from lazytensor.runtime.backends.numba_backend import MIN_ELEMENTS, NumbaBackend
 from lazytensor.runtime.graph import Node
 
@@ -652,6 +653,31 @@ def test_mkl_products_in_pieces_on_two_threads_match_one_piece(monkeypatch, rng)
     finally:
         parallel._state["threads"] = before
     np.testing.assert_allclose(results[1], results[0], rtol=1e-6, atol=1e-5)
+
+
+@needs_mkl
+@pytest.mark.parametrize("threads", [1, 2])
+def test_mkl_weight_gradients_with_more_rows_than_columns_run_swapped_within_the_matmul_tolerance(threads, monkeypatch,
+                                                                                                   rng):
+    """dy.T @ x with more rows than columns is computed as (x.T @ dy).T (faster in MKL); the narrow one as asked."""
+    lt.set_device("cpu")
+    monkeypatch.setenv("LAZYTENSOR_HOST_BLAS", "mkl")
+    swapped, run_swapped = [], numba_backend._matmul_swapped
+    monkeypatch.setattr(numba_backend, "_matmul_swapped",
+                        lambda *args: swapped.append(args[0].shape) or run_swapped(*args))
+    g, x = rng.standard_normal((2048, 384)).astype(np.float32), rng.standard_normal((2048, 96)).astype(np.float32)
+    before = parallel._state["threads"]
+    try:
+        lt.set_num_threads(threads)
+        got = (lt.tensor(g).T @ lt.tensor(x)).numpy()
+        narrow = (lt.tensor(x).T @ lt.tensor(g)).numpy()
+    finally:
+        lt.set_num_threads(1)
+        parallel._state["threads"] = before
+    assert swapped == [(384, 2048)]
+    for out, want in ((got, g.T.astype(np.float64) @ x), (narrow, x.T.astype(np.float64) @ g)):
+        assert out.shape == want.shape and out.flags.c_contiguous
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
 
 
 @needs_blis

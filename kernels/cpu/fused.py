@@ -19,6 +19,7 @@ its eps, a parameter); every other one is elementwise.
 """
 import functools
 import hashlib
+import math
 import importlib.util
 import os
 import sys
@@ -28,6 +29,8 @@ import numpy as np
 
 from ..cache import cache_path
 from ..ops import OPS as RECORDS
+from . import column_sums
+from .column_sums import column_sum_recipe
 from .common import one_piece
 from .blas import layout
 from .fused_rows import IMPORTS as ROW_IMPORTS, PRODUCT_ARGS, products, row_at, row_kernel_lines
@@ -69,7 +72,7 @@ def _lane32(ins, dtypes):
 
 # The modules whose functions a generated kernel calls (a row op's kernel calls lanes.py's and reduce.py's).
 HELPER_FILES = ("special.py", "special32.py", "softmax.py", "layer_norm.py", "lanes.py", "reduce.py", "common.py",
-                "blas.py")
+                "blas.py", "column_sums.py")
 
 
 def _helpers_digest():
@@ -94,6 +97,10 @@ def render(recipe, broadcast=None):
     calls in the loop body let LLVM vectorize the innermost loop. A recipe holding a row op renders
     as fused_rows.py says."""
     ndim, instrs = recipe
+    summed = column_sum_recipe(recipe)
+    if summed:  # the tree's kernel (`values`), then the folds of its rows (_column_sum_lines)
+        instrs = instrs[:-1]
+        recipe = (ndim, instrs)
     n_in = sum(1 for i in instrs if i[0] == "in")
     n_par = sum(1 for i in instrs if i[0] == "param")
     broadcast = broadcast or ((False,) * ndim,) * n_in
@@ -103,7 +110,8 @@ def render(recipe, broadcast=None):
              "import math", "import numba as nb", "import numpy as np",
              "from lazytensor.kernels.cpu.special import erf_for_float32, erf_scalar, exp_for_float32",
              "from lazytensor.kernels.cpu.special32 import erf_in_float32, exp_in_float32", "",
-             "@nb.njit(nogil=True, cache=True, error_model='numpy')", f"def kernel({', '.join(args)}):"]
+             "@nb.njit(nogil=True, cache=True, error_model='numpy')",
+             f"def {'values' if summed else 'kernel'}({', '.join(args)}):"]
     if row_at(instrs) is None:
         indent = "    "
         for d in range(ndim):
@@ -114,6 +122,9 @@ def render(recipe, broadcast=None):
     else:  # the row form: blocks of rows, the row op between two loops
         lines[5:5] = ROW_IMPORTS
         lines += row_kernel_lines(recipe, broadcast, body)
+    if summed:
+        lines.insert(4, "from lazytensor.kernels.cpu.column_sums import fold_rows")
+        return "\n".join(lines + _column_sum_lines(args[1:], broadcast)) + "\n"
     if ndim:  # the parallel form: pieces of the first dim side by side on numba's threads
         sliced = ["out[lo:hi]"] + [f"a{k}" if broadcast[k][0] else f"a{k}[lo:hi]" for k in range(n_in)]
         lines += ["", "", "@nb.njit(parallel=True, nogil=True, cache=True, error_model='numpy')",
@@ -122,6 +133,37 @@ def render(recipe, broadcast=None):
                   "        lo, hi = bounds[p], bounds[p + 1]",
                   f"        kernel({', '.join(sliced + [f'p{k}' for k in range(n_par)] + extra)})"]
     return "\n".join(lines) + "\n"
+
+
+def _column_sum_lines(args, broadcast):
+    """For a recipe ending in column sums (runtime/fusion.py): `fold_range(lo, hi, step, scratch, acc,
+    a0, ..., p0, ...)` computes the tree's value over slices [lo, hi) of the first dim, `step` at a
+    time into `scratch`, folding each block's rows into `acc` (kernels/cpu/column_sums.py); its
+    parallel form `kernel_in_pieces(bounds, scratch, rest, acc, ...)` folds the first piece so while
+    the others store their values into `rest`, then folds `rest` after them: the rows in order."""
+    n_in = len(broadcast)
+
+    def sliced(lo, hi):
+        return ", ".join([f"a{k}" if broadcast[k][0] else f"a{k}[{lo}:{hi}]" for k in range(n_in)] + args[n_in:])
+    rest = ", ".join(args)
+    return ["", "", "@nb.njit(nogil=True, cache=True, error_model='numpy')",
+            f"def fold_range(lo, hi, step, scratch, acc, {rest}):",
+            "    rows = scratch[0].size // scratch.shape[-1]",
+            "    for c in range(lo, hi, step):",
+            "        e = min(c + step, hi)",
+            "        block = scratch[:e - c]",
+            f"        values(block, {sliced('c', 'e')})",
+            "        fold_rows(block, acc, c * rows)",
+            "", "", "@nb.njit(parallel=True, nogil=True, cache=True, error_model='numpy')",
+            f"def kernel_in_pieces(bounds, scratch, rest, acc, {rest}):",
+            "    first = bounds[1]",
+            "    for p in nb.prange(bounds.shape[0] - 1):",
+            "        lo, hi = bounds[p], bounds[p + 1]",
+            "        if p == 0:",
+            f"            fold_range(lo, hi, scratch.shape[0], scratch, acc, {rest})",
+            "        else:",
+            f"            values(rest[lo - first:hi - first], {sliced('lo', 'hi')})",
+            "    fold_rows(rest, acc, first * (scratch[0].size // scratch.shape[-1]))"]
 
 
 def body(instrs, which, broadcast):
@@ -198,6 +240,8 @@ def run(recipe, out_shape, out_dtype, arrays, params, pieces=one_piece, library=
     """Evaluate `recipe` over `arrays` (broadcastable to `out_shape`) and scalar `params`, in the pieces
     of the first dim that `pieces(n, work_per_item)` gives, side by side on numba's threads. A recipe
     with products needs `library`, the (address, integer type) of the BLAS gemm that computes them."""
+    if column_sum_recipe(recipe):
+        return _column_sums(recipe, out_shape, out_dtype, arrays, params, pieces)
     module, shapes, items, work = _launch(recipe, tuple(out_shape), tuple(a.shape for a in arrays))
     out = np.empty(out_shape, out_dtype)
     in_place = _product_operands(recipe)
@@ -210,6 +254,26 @@ def run(recipe, out_shape, out_dtype, arrays, params, pieces=one_piece, library=
         module.kernel(out, *inputs, *params)
     else:
         module.kernel_in_pieces(bounds, out, *inputs, *params)
+    return out
+
+
+def _column_sums(recipe, out_shape, out_dtype, arrays, params, pieces):
+    """The column sums a recipe ends in (`out_shape`: the sum's, keepdims or not): its tree's value (the
+    inputs' broadcast shape) computed a block of slices at a time and folded as it is made."""
+    shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    module, shapes, items, work = _launch(recipe, shape, tuple(a.shape for a in arrays))
+    inputs = [np.ascontiguousarray(a).reshape(s) for a, s in zip(arrays, shapes)]
+    acc = column_sums.accumulators(math.prod(shape[:-1]), shape[-1])
+    step = min(column_sums.slices_per_block(shape), shape[0])
+    scratch = np.empty((step,) + shape[1:], out_dtype)
+    bounds = pieces(items, work)
+    if bounds is None:
+        module.fold_range(0, shape[0], step, scratch, acc, *inputs, *params)
+    else:
+        rest = np.empty((shape[0] - bounds[1],) + shape[1:], out_dtype)
+        module.kernel_in_pieces(bounds, scratch, rest, acc, *inputs, *params)
+    out = np.empty(out_shape, out_dtype)
+    column_sums.finish(acc, out.reshape(-1))
     return out
 
 

@@ -20,7 +20,8 @@ size the AdamW update and clip_grad_norm_'s sum of squares (bit-identical), the 
 index_select/embedding and gather (take_along) gradients (bit-identical: index order, float64; NumPy's
 np.add.at costs more than a compiled call at every size) and fused elementwise and row groups
 (runtime/fusion.py; with the batched products they read, and bias adds with their products, where those
-products would be cut in pieces: the same BLAS calls; a batched product whose consumer views it permuted
+products would be cut in pieces: the same BLAS calls; a tree only a sum over its leading axes reads,
+folded into those column sums as it is made; a batched product whose consumer views it permuted
 is written in that layout, its node's `layout`); from MIN_ELEMENTS the random fills (the reference's
 transforms over compiled Philox words: the same bits); everything else goes on down the chain to the NumPy backend.
 """
@@ -112,9 +113,31 @@ def _split_matmul(route, node, a, b):
     if bounds is None:  # one piece: MKL's on one thread, or a replay on one thread of a step captured on several
         bounds = np.array([0, items], np.int64)
     if len(b.shape) == 2:
-        blas.matmul_rows(a.reshape(-1, k), b, out.reshape(-1, out.shape[-1]), bounds, library)
+        a = a.reshape(-1, k)
+        if route[4] and _swapped_faster(a, b):
+            return _matmul_swapped(a, b, out, library)
+        blas.matmul_rows(a, b, out.reshape(-1, out.shape[-1]), bounds, library)
     else:
         blas.matmul_batches(a, b, out, bounds, library)
+    return out
+
+
+def _swapped_faster(a, b):
+    """Whether MKL computes a @ b faster as (b.T @ a.T).T: `a` read transposed and `b` not (a weight's
+    gradient, dy.T @ x, summed over a long batch of rows) with more rows in the result than columns.
+    On a 2-core Xeon (AVX-512), one thread, a small GPT's (512, 4096) @ (4096, 128): 4.61 ms as
+    asked, 3.87 swapped with the transposing copy; (384, 4096) @ (4096, 128) 3.34 -> 2.72; a seed-size
+    (1536, 2048) @ (2048, 384) 16.9 -> 15.4; with fewer rows than columns swapping was slower (bench/RESULTS.md)."""
+    return a.shape[0] > b.shape[1] and blas.layout(a)[1] and not blas.layout(b)[1]
+
+
+def _matmul_swapped(a, b, out, library):
+    """out = a @ b computed as the rows of b.T @ a.T (in pieces of those rows), then copied transposed."""
+    m, n = a.shape[0], b.shape[1]
+    product = np.empty((n, m), out.dtype)
+    bounds = parallel.pieces(n, m * a.shape[1])
+    blas.matmul_rows(b.T, a.T, product, np.array([0, n], np.int64) if bounds is None else bounds, library)
+    np.copyto(out.reshape(m, n), product.T)
     return out
 
 

@@ -214,7 +214,9 @@ class Program:
             step.drop = tuple(drops.get(k, ()))
             if step.out not in keep and step.out not in last:
                 step.drop += (step.out,)  # a result nobody reads (kept by the eager run only as long)
-        self.split = parallel.worth_splitting([step.node for step in steps if step.kind in KERNELS])
+        kernels = [step for step in steps if step.kind in KERNELS]
+        self.split = parallel.worth_splitting([step.node for step in kernels],
+                                              [shape for step in kernels for shape in step.shapes])
         # {step index: output positions of replaced state whose new value that step makes}
         made_by = {step.out: k for k, step in enumerate(steps)}
         self._made_at = collections.defaultdict(list)
