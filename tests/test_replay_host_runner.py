@@ -44,6 +44,33 @@ def test_a_cpu_replay_calls_every_kernel_but_the_random_ones_without_the_executo
     assert lt.counters()["prepared_kernels"] == lt.counters()["kernels"] - len(ran)
 
 
+@pytest.mark.parametrize("generate_after", [host_runner.GENERATE_AFTER, 0])
+def test_a_cpu_replay_runs_a_fused_group_reading_a_value_made_in_the_step_without_the_executors(monkeypatch,
+                                                                                                generate_after):
+    """A scale computed inside the call (a 0-d value) is a fused group's parameter: the replay reads it from
+    its slot and launches the group itself, with the eager bytes at every replay."""
+    monkeypatch.setattr(host_runner, "GENERATE_AFTER", generate_after)
+    lt.set_device("cpu")
+    rng = np.random.default_rng(3)
+    xs = [rng.normal(size=(64, 256)).astype(np.float32) for _ in range(4)]
+
+    def step(x):
+        scale = 1.0 / (x.abs().amax() + 1.0)
+        return (x * scale).exp() + 1.0
+    eager = [step(lt.tensor(x)).numpy() for x in xs]
+    fn = lt.jit(step)
+    ran = []
+    fused_on_host = executor.fused_on_host
+    monkeypatch.setattr(executor, "fused_on_host", lambda group, *rest: ran.append(group.label) or
+                        fused_on_host(group, *rest))
+    got = [fn(lt.tensor(x)).numpy() for x in xs]
+    replayed = fn.stats()["replayed"]
+    assert replayed >= 2
+    assert len(ran) == len(xs) - replayed  # the calls that ran eagerly; the replays launch it from the runner
+    for g, e in zip(got, eager):
+        assert g.tobytes() == e.tobytes()
+
+
 def _causal_scores(x):
     """Scores masked as users write it, the mask made inside the call from constants alone."""
     t = x.shape[-1]

@@ -42,8 +42,9 @@ def supports(program):
 class HostRunner(Runner):
     """The prepared calls of one Program whose steps all run on the host. `run(slots, stream0)` replays
     into `slots` (Buffers of the bound and constant values in, the outputs' Buffers out); a step the
-    calls cannot take (a random kernel, whose streams are the replay's; a group reading 0-d values; a
-    group the fuser declines this time) goes through `executor(step, operand Buffers, stream0)`."""
+    calls cannot take (a random kernel, whose streams are the replay's; a group the fuser declines this
+    time) goes through `executor(step, operand Buffers, stream0)`. A group reading 0-d values (a scale
+    computed in the step) takes them from its operand arrays, after its inputs, as its parameters."""
 
     def __init__(self, program, executor, fold=True):
         self._executor, self._stream0 = executor, 0
@@ -86,9 +87,8 @@ class HostRunner(Runner):
 
     @staticmethod
     def _through_executors(step):
-        # a random kernel (its streams are the replay's), a group reading 0-d values
-        return step.stream is not None or (step.kind == "host_group"
-                                           and any(hasattr(p, "op") for p in step.what.params))
+        # a random kernel: its streams are the replay's
+        return step.stream is not None
 
     def _prepare(self, step):
         what, backend = step.what, step.runs_on
@@ -98,10 +98,13 @@ class HostRunner(Runner):
             return backend.prepared(what), (what.id, what.op)
         root = step.node
         if not self._through_executors(step):
-            recipe, params = what.recipe, list(what.params)
+            recipe, params, n_in = what.recipe, list(what.params), len(what.inputs)
+            reads = [hasattr(p, "op") for p in params]  # 0-d operand nodes: their values follow the inputs
 
             def fused(*arrays):
-                out = backend.launch_fused(recipe, root, arrays, params)
+                values = iter(arrays[n_in:])
+                given = [next(values).item() if read else p for p, read in zip(params, reads)] if any(reads) else params
+                out = backend.launch_fused(recipe, root, arrays[:n_in], given)
                 return out if out is not None else self._execute(step, arrays)
             return fused, (root.id, root.op)
         return (lambda *arrays: self._execute(step, arrays)), (root.id, root.op)
