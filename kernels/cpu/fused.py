@@ -19,8 +19,8 @@ its eps, a parameter); every other one is elementwise.
 """
 import functools
 import hashlib
-import math
 import importlib.util
+import math
 import os
 import sys
 import threading
@@ -139,8 +139,8 @@ def _column_sum_lines(args, broadcast):
     """For a recipe ending in column sums (runtime/fusion.py): `fold_range(lo, hi, step, scratch, acc,
     a0, ..., p0, ...)` computes the tree's value over slices [lo, hi) of the first dim, `step` at a
     time into `scratch`, folding each block's rows into `acc` (kernels/cpu/column_sums.py); its
-    parallel form `kernel_in_pieces(bounds, scratch, rest, acc, ...)` folds the first piece so while
-    the others store their values into `rest`, then folds `rest` after them: the rows in order."""
+    parallel form `kernel_in_pieces(bounds, scratch, rest, acc, ...)` folds the first piece's rows as
+    it makes them while the other pieces store theirs into `rest`, then folds `rest`: the rows in order."""
     n_in = len(broadcast)
 
     def sliced(lo, hi):
