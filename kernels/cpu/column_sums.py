@@ -10,6 +10,8 @@ and `finish` folds them in order. Every running value starts from +0.0 where the
 the first element and adds +0.0 last: the two differ at most in the sign of a zero, which that last
 +0.0 makes positive.
 """
+import math
+
 import numba as nb
 import numpy as np
 
@@ -33,10 +35,7 @@ def accumulators(rows, cols):
 
 def slices_per_block(shape):
     """How many slices along the first dim of a value of `shape` one scratch block holds (at least one)."""
-    per_slice = 1
-    for d in shape[1:]:
-        per_slice *= d
-    return max(1, BLOCK_ELEMENTS // max(per_slice, 1))
+    return max(1, BLOCK_ELEMENTS // max(math.prod(shape[1:]), 1))
 
 
 @nb.njit(nogil=True, cache=True)

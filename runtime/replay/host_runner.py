@@ -100,10 +100,13 @@ class HostRunner(Runner):
         if not self._through_executors(step):
             recipe, params, n_in = what.recipe, list(what.params), len(what.inputs)
             reads = [hasattr(p, "op") for p in params]  # 0-d operand nodes: their values follow the inputs
+            reads = reads if any(reads) else None
 
             def fused(*arrays):
-                values = iter(arrays[n_in:])
-                given = [next(values).item() if read else p for p, read in zip(params, reads)] if any(reads) else params
+                given = params
+                if reads is not None:
+                    values = iter(arrays[n_in:])
+                    given = [next(values).item() if read else p for p, read in zip(params, reads)]
                 out = backend.launch_fused(recipe, root, arrays[:n_in], given)
                 return out if out is not None else self._execute(step, arrays)
             return fused, (root.id, root.op)
