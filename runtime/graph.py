@@ -3,6 +3,8 @@ import contextlib
 import itertools
 import math
 
+from ..kernels.ops import OPS
+
 _ids = itertools.count()
 
 _made = None  # inside `collecting_made()`: the list every new node is appended to
@@ -88,12 +90,12 @@ def walk(roots):
     return postorder(roots, lambda node: True)
 
 
-def pending_order(roots, early=False):
+def pending_order(roots, early=False, worth=None):
     """The unrealized nodes needed for `roots`, in an order where inputs come first: depth first from
-    the roots; with `early` (a device's memory is at stake), the last consumers of a value moved up
-    (`consumers_early`)."""
+    the roots; with `early`, the last consumers of a value of at least `worth` bytes (default
+    `_WORTH_BYTES`) moved up (`consumers_early`)."""
     order = postorder([r for r in roots if r.buffer is None], lambda node: node.buffer is None)
-    return consumers_early(order) if early else order
+    return consumers_early(order, worth or _WORTH_BYTES) if early else order
 
 
 def pending_in_order(roots, rank):
@@ -126,13 +128,15 @@ def pending_in_order(roots, rank):
 _WORTH_BYTES = 64 * 1024
 
 
-def consumers_early(order):
+def consumers_early(order, worth=_WORTH_BYTES):
     """`order` (inputs first) with the remaining consumers of a value run as soon as all of them can run,
     when together they make fewer bytes than the value holds: they let it go. Depth first from an
     optimizer's roots, a layer's output gradient waited for its weight's gradient and its bias's sum
     until that parameter's turn, after the rest of the backward pass: one such value per layer was held
     through it (with the q/k/v gradients and the layer norms' inputs, 62 MB of a 518 MB training step at
-    the seed's size)."""
+    the seed's size). Values under `worth` bytes are left where depth first puts their consumers."""
+    if worth > _WORTH_BYTES and not any(node.nbytes >= worth for node in order):
+        return order  # the reordering costs ~2 us a node: not spent where no value is worth it
     index = {node: k for k, node in enumerate(order)}
     consumers = {}
     for node in order:
@@ -141,10 +145,12 @@ def consumers_early(order):
                 users = consumers.setdefault(inp, [])
                 if not users or users[-1] is not node:
                     users.append(node)
-    shared = {v for v, users in consumers.items() if len(users) > 1 and v.nbytes >= _WORTH_BYTES}
+    shared = {v: v.nbytes for v, users in consumers.items() if len(users) > 1}
+    shared = {v: nbytes for v, nbytes in shared.items() if nbytes >= worth}
     if not shared:
         return order
     done, out = set(), []
+    ends = {}  # consumer -> (the node its chain leads to, that node's bytes): asked again at each visit
 
     for first in order:
         if first in done:
@@ -163,9 +169,10 @@ def consumers_early(order):
                 rest = [c for c in consumers[value] if c not in done]
                 if len(rest) < 2:
                     continue
-                rest = [_through_shape_ops(c, consumers) for c in rest]
-                if sum(c.nbytes for c in rest) >= value.nbytes:
+                rest = [ends.get(c) or ends.setdefault(c, _end(c, consumers)) for c in rest]
+                if sum(nbytes for _, nbytes in rest) >= shared[value]:
                     continue
+                rest = [c for c, _ in rest]
                 need = [_needs(c, index, done) for c in rest]
                 if all(n is not None for n in need):
                     moved = (moved or set()).union(m for n in need for m in n)
@@ -178,12 +185,24 @@ _SHAPE_OPS = frozenset({"reshape", "permute", "contiguous"})
 
 
 def _through_shape_ops(node, consumers):
-    """The node a chain of reshapes and transposes from `node` leads to (each link its input's only
-    consumer): a weight gradient's product, where a layer's output gradient is reshaped and transposed
-    for it. Its bytes, not the chain's copies, are what running the chain keeps."""
-    while node.op in _SHAPE_OPS and len(consumers.get(node, ())) == 1:
+    """The node a chain of reshapes, transposes and elementwise ops of one shape from `node` leads to
+    (each link its input's only consumer): a weight gradient's product, where a layer's output gradient
+    is reshaped and transposed for it; a layer norm's weight gradient, the sum of that gradient times the
+    normalized input. Its bytes, not the chain's, are what running the chain keeps (a fusing backend
+    never stores the links; another frees each after its one reader)."""
+    while len(consumers.get(node, ())) == 1 and (node.op in _SHAPE_OPS or _elementwise(node, consumers[node][0])):
         node = consumers[node][0]
     return node
+
+
+def _end(node, consumers):
+    end = _through_shape_ops(node, consumers)
+    return end, end.nbytes
+
+
+def _elementwise(node, consumer):
+    record = OPS.get(node.op)
+    return record is not None and record.elementwise and consumer.size <= node.size
 
 
 def _needs(node, index, done, depth=8):

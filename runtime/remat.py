@@ -31,6 +31,10 @@ _FAMILIES = frozenset({"unary", "binary", "compare", "logical", "select", "cast"
                        "matmul", "movement", "fill", "reduce"})
 _INDEX = frozenset({"take", "take_along", "index"})
 _WORTH_BYTES = 256 * 1024   # smaller values are not worth a second kernel
+# On the host, a value whose last consumers are moved up to read it from cache: smaller ones (a tiny GPT's
+# 1 MiB activations) fit a core's L2 (1-2 MiB on current Xeons and Zens) either way, and the reordering
+# costs ~2 us a node (a tiny eager step: 0.5 ms of ~17).
+HOST_WORTH_BYTES = 2 * 1024 * 1024
 _CHAIN = 8                  # at most this many ops made again for one value
 _ROUNDS = 512               # values made again per realization, at most
 _CHOICES = 8                # acceptable values compared per round (the first, largest first)
@@ -62,12 +66,15 @@ def _remakeable(node):
 
 
 def ordered(roots, chain):
-    """The order a realization of `roots` on backends `chain` runs its pending nodes in: inputs first
-    (graph.pending_order); on a device, the last readers of big values moved up, and values made again
-    where the device's budget cannot hold the rest (`rematerialize`)."""
+    """The order a realization of `roots` on backends `chain` runs its pending nodes in: inputs first,
+    the last readers of big values moved up (graph.pending_order); on a device, values made again where
+    its budget cannot hold the rest (`rematerialize`). On the host the move is for the cache: a weight's
+    gradient read its layer's output gradient from memory at the end of the backward pass, not from cache
+    right after it was made (a small GPT's compiled step at one thread, Xeon: ~5% faster, bench/RESULTS.md),
+    and only values that would leave a core's cache are worth it there (`HOST_WORTH_BYTES`)."""
     device = chain[0]
     if device.is_host:
-        return pending_order(roots)
+        return pending_order(roots, early=True, worth=HOST_WORTH_BYTES)
     order = pending_order(roots, early=True)
     if not order:
         return order
