@@ -56,6 +56,7 @@ def test_a_device_realization_peaks_lower_and_gives_the_bytes_of_another_order(v
 def test_a_host_realization_runs_the_last_consumers_of_a_value_beyond_a_cores_cache_early():
     # On the host the value is not what is at stake but where it is: read again right after it was made,
     # it comes from cache (a GPT's weight gradients beside their layer's output gradient, bench/RESULTS.md).
+    lt.set_device("cpu")
     roots = _graph(np.random.default_rng(0), n=1024)  # 4 MiB values
     want = [r.numpy() for r in reversed(_graph(np.random.default_rng(0), n=1024))][::-1]
     assert [s.label for s in lt.plan(*roots).steps] == ["fused(mul)", "matmul", "sum", "amax", "fused(tanh+exp+mul)"]
@@ -64,11 +65,13 @@ def test_a_host_realization_runs_the_last_consumers_of_a_value_beyond_a_cores_ca
 
 
 def test_a_host_realization_keeps_the_depth_first_order_for_values_a_cores_cache_holds():
+    lt.set_device("cpu")
     roots = _graph(np.random.default_rng(0))  # 256 KiB values
     assert [s.label for s in lt.plan(*roots).steps] == ["fused(mul)", "matmul", "fused(tanh+exp+mul)", "sum", "amax"]
 
 
 def test_a_training_step_on_the_host_computes_each_weight_gradient_beside_its_input_gradient():
+    lt.set_device("cpu")
     lt.manual_seed(0)
     model = lt.nn.Sequential(lt.nn.Linear(64, 256), lt.nn.GELU(), lt.nn.Linear(256, 256), lt.nn.GELU(),
                              lt.nn.Linear(256, 8))

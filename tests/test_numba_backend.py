@@ -502,6 +502,17 @@ def test_softmax_family_is_within_a_few_units_of_the_reference(shape, data):
             assert np.all(np.abs(got_g - want_g) <= 8 * eps * scale)
 
 
+@pytest.mark.parametrize("width", [16, 103, 4099])
+def test_log_softmax_of_float32_rows_in_lanes_is_within_a_few_units_of_the_reference(width):
+    # a cross-entropy's logits (vocabulary 103), a row's tail past the last 16 lanes, one whole chunk
+    x = (np.random.default_rng(width).standard_normal((67, width)) * 6).astype(np.float32)
+    attrs = {"axis": 1, "dtype": np.dtype(np.float32)}
+    got = BACKEND.launch(Node("log_softmax", (), attrs, x.shape, x.dtype), [x])
+    want = KERNELS["log_softmax"](attrs, x)
+    eps = np.finfo(np.float32).eps
+    np.testing.assert_allclose(got, want, rtol=8 * eps, atol=8 * eps * np.abs(want).max())
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_causal_softmax_is_zero_above_the_diagonal_and_within_a_few_units_of_the_reference(dtype):
     rng = np.random.default_rng(0)

@@ -1,6 +1,7 @@
 """Softmax, log-softmax and their gradients over the rows of a C-contiguous (M, K) array, one pass
 structure per row: the same steps, roundings and float64 left folds as kernels/reference/softmax.py,
-but for float32 softmax rows of 16 or more, whose maximum and Σ run in lanes (kernels/cpu/lanes.py).
+but for float32 softmax and log-softmax rows of 16 or more, whose maximum and Σ run in lanes
+(kernels/cpu/lanes.py).
 
 Arithmetic runs in the array's dtype (each float32 operation is correctly rounded, as the reference's
 per-op rounding); exp of float32 values is `exp_in_float32` (computed in float32, within one float32
@@ -83,9 +84,29 @@ def softmax_rows(x, out, f32):
                 row[k] = row[k] / total
 
 
+@nb.njit(cache=True, inline="always")
+def _log_softmax_rows_in_lanes(x, out):
+    """log_softmax_rows for float32 rows of at least LANES elements, the maximum and the Σ of the
+    exponentials in lanes as `_softmax_rows_in_lanes` takes them: a cross-entropy's (4096, 103) logits
+    1.42 -> 0.66 ms on one thread (Xeon, AVX-512; PyTorch's 0.49), the same bytes on that sample."""
+    cell = np.empty(1, out.dtype)
+    e = np.empty(x.shape[1], x.dtype)
+    for m in range(x.shape[0]):
+        src, dst = x[m], out[m]
+        best = lane_max(src)
+        for k in range(src.shape[0]):
+            e[k] = exp_in_float32(np.float32(src[k] - best))
+        lse = rounded(math.log(np.float64(rounded(lane_sum(e), cell))), cell)
+        for k in range(src.shape[0]):
+            dst[k] = np.float32(src[k] - best) - lse
+
+
 @nb.njit(nogil=True, cache=True, error_model="numpy")
 def log_softmax_rows(x, out, f32):
     """out = log_softmax of each row of x (K >= 1)."""
+    if f32 and x.shape[1] >= LANES:
+        _log_softmax_rows_in_lanes(x, out)
+        return
     totals = np.empty(_BLOCK, np.float64)
     cell = np.empty(1, out.dtype)
     e = np.empty((_BLOCK, x.shape[1]), x.dtype)
