@@ -95,20 +95,25 @@ def _as(value, cell):
     return cell[0]
 
 
+@nb.njit(cache=True, inline="always")
+def _flag(transposed):
+    return _TRANS if transposed else _NO_TRANS
+
+
 @nb.njit(parallel=True, nogil=True, cache=True)
 def gemm_rows_in_pieces(address, ints, a, trans_a, lda, b, trans_b, ldb, out, bounds):
     """out[lo:hi] = a[lo:hi] @ b for each piece [lo, hi) of `bounds`, the pieces side by side: `a` (M, K)
-    and `b` (K, N) read with their transposes and leading dimensions, `out` (M, N) C-contiguous; `ints` a
-    one-element array of the library's integer type."""
+    and `b` (K, N) read transposed or not (bools) with their leading dimensions (ints), `out` (M, N)
+    C-contiguous; `ints` a one-element array of the library's integer type."""
     k, n = b.shape[0], out.shape[1]
-    row_step = np.uint64((1 if trans_a == _TRANS else lda) * a.itemsize)  # bytes from one row of `a` to the next
+    row_step = np.uint64((1 if trans_a else lda) * a.itemsize)  # bytes from one row of `a` to the next
     one, zero = a.dtype.type(1.0), a.dtype.type(0.0)
     for p in nb.prange(bounds.shape[0] - 1):
         lo, hi = bounds[p], bounds[p + 1]
         cell = np.empty_like(ints)
-        _call_at(address, (_ROW_MAJOR, trans_a, trans_b, _as(hi - lo, cell), _as(n, cell), _as(k, cell), one,
-                           a.ctypes.data + np.uint64(lo) * row_step, lda, b.ctypes.data, ldb, zero,
-                           out[lo:].ctypes.data, _as(n, cell)))
+        _call_at(address, (_ROW_MAJOR, _flag(trans_a), _flag(trans_b), _as(hi - lo, cell), _as(n, cell), _as(k, cell),
+                           one, a.ctypes.data + np.uint64(lo) * row_step, _as(lda, cell), b.ctypes.data,
+                           _as(ldb, cell), zero, out[lo:].ctypes.data, _as(n, cell)))
 
 
 @nb.njit(parallel=True, nogil=True, cache=True)
@@ -117,15 +122,15 @@ def gemm_rows_bias_in_pieces(address, ints, a, trans_a, lda, b, trans_b, ldb, bi
     gemm_rows_in_pieces with the bias added to each `block` of rows right after its product, while the
     block is in cache: each element the product's value plus the bias, rounded once as an add rounds."""
     k, n = b.shape[0], out.shape[1]
-    row_step = np.uint64((1 if trans_a == _TRANS else lda) * a.itemsize)
+    row_step = np.uint64((1 if trans_a else lda) * a.itemsize)
     one, zero = a.dtype.type(1.0), a.dtype.type(0.0)
     for p in nb.prange(bounds.shape[0] - 1):
         cell = np.empty_like(ints)
         for lo in range(bounds[p], bounds[p + 1], block):
             hi = min(lo + block, bounds[p + 1])
-            _call_at(address, (_ROW_MAJOR, trans_a, trans_b, _as(hi - lo, cell), _as(n, cell), _as(k, cell), one,
-                               a.ctypes.data + np.uint64(lo) * row_step, lda, b.ctypes.data, ldb, zero,
-                               out[lo:].ctypes.data, _as(n, cell)))
+            _call_at(address, (_ROW_MAJOR, _flag(trans_a), _flag(trans_b), _as(hi - lo, cell), _as(n, cell),
+                               _as(k, cell), one, a.ctypes.data + np.uint64(lo) * row_step, _as(lda, cell),
+                               b.ctypes.data, _as(ldb, cell), zero, out[lo:].ctypes.data, _as(n, cell)))
             for i in range(lo, hi):
                 row = out[i]
                 for j in range(n):
@@ -138,14 +143,15 @@ def gemm_batches_in_pieces(address, ints, unit, m, n, k, a, a_offsets, trans_a, 
     """C_i = A_i @ B_i for every batch i, the pieces [lo, hi) of `bounds` side by side: A_i (m, k) at
     byte address `a + a_offsets[i]`, read with its transpose and leading dimension, B_i (k, n) likewise,
     C_i (m, n) row-major at `out + out_offsets[i]` with leading dimension `ldc`; `unit` a one-element
-    array holding 1 in the products' dtype."""
+    array holding 1 in the products' dtype; sizes, leading dimensions and addresses Python ints, the
+    transposes bools (converted here: a NumPy scalar argument costs ~0.5 us of dispatch each)."""
     one, zero = unit[0], unit[0] - unit[0]
     for p in nb.prange(bounds.shape[0] - 1):
         cell = np.empty_like(ints)
         for i in range(bounds[p], bounds[p + 1]):
-            _call_at(address, (_ROW_MAJOR, trans_a, trans_b, _as(m, cell), _as(n, cell), _as(k, cell), one,
-                               a + np.uint64(a_offsets[i]), lda, b + np.uint64(b_offsets[i]), ldb, zero,
-                               out + np.uint64(out_offsets[i]), ldc))
+            _call_at(address, (_ROW_MAJOR, _flag(trans_a), _flag(trans_b), _as(m, cell), _as(n, cell), _as(k, cell),
+                               one, a + np.uint64(a_offsets[i]), _as(lda, cell), b + np.uint64(b_offsets[i]),
+                               _as(ldb, cell), zero, out + np.uint64(out_offsets[i]), _as(ldc, cell)))
 
 
 @nb.njit(nogil=True, cache=True)
@@ -173,14 +179,31 @@ def _layout_in(a):
     return _TRANS, s_col // unit
 
 
+def _cell(int_type):
+    """A one-element array of the library's integer type (the kernels only read its dtype)."""
+    cell = _cells.get(int_type)
+    if cell is None:
+        cell = _cells[int_type] = np.zeros(1, int_type)
+    return cell
+
+
+_cells, _units = {}, {}
+
+
+def _unit(dtype):
+    """A one-element array holding 1 in `dtype` (read only)."""
+    unit = _units.get(dtype)
+    if unit is None:
+        unit = _units[dtype] = np.ones(1, dtype)
+    return unit
+
+
 def matmul_rows(a, b, out, bounds, library):
     """out = a @ b in pieces of rows (`a` (M, K), `b` (K, N), `out` C-contiguous (M, N), K >= 1)."""
     address, int_type = library
     a, trans_a, lda = layout(a)
     b, trans_b, ldb = layout(b)
-    gemm_rows_in_pieces(
-        address, np.zeros(1, int_type), a, _TRANS if trans_a else _NO_TRANS, int_type(lda),
-        b, _TRANS if trans_b else _NO_TRANS, int_type(ldb), out, bounds)
+    gemm_rows_in_pieces(address, _cell(int_type), a, trans_a, lda, b, trans_b, ldb, out, bounds)
     return out
 
 
@@ -197,9 +220,8 @@ def matmul_rows_bias(a, b, bias, out, bounds, library):
     address, int_type = library
     a, trans_a, lda = layout(a)
     b, trans_b, ldb = layout(b)
-    gemm_rows_bias_in_pieces(
-        address, np.zeros(1, int_type), a, _TRANS if trans_a else _NO_TRANS, int_type(lda),
-        b, _TRANS if trans_b else _NO_TRANS, int_type(ldb), bias, out, bounds, BIAS_BLOCK_ROWS)
+    gemm_rows_bias_in_pieces(address, _cell(int_type), a, trans_a, lda, b, trans_b, ldb, bias, out, bounds,
+                             BIAS_BLOCK_ROWS)
     return out
 
 
@@ -218,10 +240,9 @@ def matmul_batches(a, b, out, bounds, library):
     ldc = max(out.strides[-2] // unit, n, 1)
     a, trans_a, lda = layout(a)
     b, trans_b, ldb = layout(b)
-    gemm_batches_in_pieces(address, np.zeros(1, int_type), np.ones(1, out.dtype), int_type(m), int_type(n),
-                           int_type(a.shape[-1]), a.ctypes.data, batch_offsets(a), _TRANS if trans_a else _NO_TRANS,
-                           int_type(lda), b.ctypes.data, batch_offsets(b), _TRANS if trans_b else _NO_TRANS,
-                           int_type(ldb), out.ctypes.data, batch_offsets(out), int_type(ldc), bounds)
+    gemm_batches_in_pieces(address, _cell(int_type), _unit(out.dtype), m, n, a.shape[-1], a.ctypes.data,
+                           batch_offsets(a), trans_a, lda, b.ctypes.data, batch_offsets(b), trans_b, ldb,
+                           out.ctypes.data, batch_offsets(out), ldc, bounds)
     return out
 
 

@@ -148,8 +148,15 @@ def _product_out(node, batched):
     dims = node.attrs.get("layout") if batched else None
     if dims is None:
         return np.empty(node.shape, node.dtype)
-    out = np.empty(tuple(node.shape[d] for d in dims), node.dtype).transpose(np.argsort(dims))
+    stored, inverse = _laid_out(node.shape, dims)
+    out = np.empty(stored, node.dtype).transpose(inverse)
     return out if blas.writable_by_rows(out) else np.empty(node.shape, node.dtype)
+
+
+@functools.lru_cache(maxsize=256)  # asked at every launch of a product with a layout
+def _laid_out(shape, dims):
+    """(the shape stored, the permutation that views it at `shape`) for a result laid out as `dims`."""
+    return tuple(shape[d] for d in dims), tuple(int(d) for d in np.argsort(dims))
 
 
 class NumbaBackend(HostBackend):
