@@ -185,11 +185,11 @@ _SHAPE_OPS = frozenset({"reshape", "permute", "contiguous"})
 
 
 def _through_shape_ops(node, consumers):
-    """The node a chain of reshapes, transposes and elementwise ops of one shape from `node` leads to
-    (each link its input's only consumer): a weight gradient's product, where a layer's output gradient
-    is reshaped and transposed for it; a layer norm's weight gradient, the sum of that gradient times the
-    normalized input. Its bytes, not the chain's, are what running the chain keeps (a fusing backend
-    never stores the links; another frees each after its one reader)."""
+    """The node a chain of reshapes, transposes and elementwise ops (none smaller than its consumer)
+    from `node` leads to (each link its input's only consumer): a weight gradient's product, where a
+    layer's output gradient is reshaped and transposed for it; a layer norm's weight gradient, the sum of
+    that gradient times the normalized input. Its bytes, not the chain's, are what running the chain
+    keeps (a fusing backend never stores the links; another frees each after its one reader)."""
     while len(consumers.get(node, ())) == 1 and (node.op in _SHAPE_OPS or _elementwise(node, consumers[node][0])):
         node = consumers[node][0]
     return node

@@ -1,4 +1,4 @@
-"""The order a device realization runs in (runtime/graph.py `consumers_early`): the last consumers of a
+"""The order a realization runs in (runtime/graph.py `consumers_early`): the last consumers of a
 big value run as soon as all of them can when together they make less than it holds, so the value goes
 early, on a device and on the host alike. Values are the same either way."""
 import numpy as np
