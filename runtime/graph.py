@@ -135,7 +135,7 @@ def consumers_early(order, worth=_WORTH_BYTES):
     until that parameter's turn, after the rest of the backward pass: one such value per layer was held
     through it (with the q/k/v gradients and the layer norms' inputs, 62 MB of a 518 MB training step at
     the seed's size). Values under `worth` bytes are left where depth first puts their consumers."""
-    if worth > _WORTH_BYTES and not any(node.nbytes >= worth for node in order):
+    if not any(node.nbytes >= worth for node in order):
         return order  # the reordering costs ~2 us a node: not spent where no value is worth it
     index = {node: k for k, node in enumerate(order)}
     consumers = {}
@@ -145,8 +145,7 @@ def consumers_early(order, worth=_WORTH_BYTES):
                 users = consumers.setdefault(inp, [])
                 if not users or users[-1] is not node:
                     users.append(node)
-    shared = {v: v.nbytes for v, users in consumers.items() if len(users) > 1}
-    shared = {v: nbytes for v, nbytes in shared.items() if nbytes >= worth}
+    shared = {v: nbytes for v, users in consumers.items() if len(users) > 1 and (nbytes := v.nbytes) >= worth}
     if not shared:
         return order
     done, out = set(), []

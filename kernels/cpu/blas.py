@@ -179,15 +179,15 @@ def _layout_in(a):
     return _TRANS, s_col // unit
 
 
+_cells, _units = {}, {}  # one-element constant arrays, by integer type and by dtype
+
+
 def _cell(int_type):
     """A one-element array of the library's integer type (the kernels only read its dtype)."""
     cell = _cells.get(int_type)
     if cell is None:
         cell = _cells[int_type] = np.zeros(1, int_type)
     return cell
-
-
-_cells, _units = {}, {}
 
 
 def _unit(dtype):
