@@ -96,7 +96,7 @@ def test_erf_is_within_one_unit_of_the_reference_in_float32_and_float64():
         finite = np.isfinite(want)
         ulps = np.abs(want[finite].astype(np.float64) - got[finite]) / np.spacing(np.abs(want[finite]))
         assert ulps.max() <= 1.0
-        if dtype == np.float32:  # computed in float32: one unit off on 3.4% of these (most in 0.5 <= |x| < 2)
+        if dtype == np.float32:  # computed in float32: one unit off on 3.7% of these (most in 0.5 <= |x| < 2)
             assert np.count_nonzero(got[finite] != want[finite]) <= 0.05 * finite.sum()
         assert np.isnan(got[-1]) and got[-2] == 1.0 and np.signbit(got[-3])
 
