@@ -7,6 +7,7 @@ device-only operands first (reason `host-kernel`). When the run leaves the sched
 get memory the budget seemed to allow, so the step moves down the chain; or the evictor moved a value),
 the remaining steps are planned again from the values as they are, in the order they had
 (`Schedule.replanned` counts it).
+A fused group's step also gives values to the nodes its kernel makes besides its root (`Group.extras`).
 Each step's node drops its inputs once it has run and the step lets go of it, so a value no tensor
 holds is freed (device block included) as soon as its last consumer ran. The per-kernel executors
 here (`run_node`, `fused_on_host`, `group_on_device`) are also what compiled replays call.
@@ -99,7 +100,13 @@ def _run_step(step, chain, reads=None):
         for device in step.refused:
             device.memory.memory_fallbacks += 1  # a request its budget refuses, known before it was made
     if step.group is not None:
-        buf, where = _run_group(step.group, backend, chain)
+        made, where = _run_group(step.group, backend, chain)
+        buf = made[0]
+        for extra, extra_buf in zip(step.group.extras, made[1:]):  # values the group's kernel also made
+            extra.bind(extra_buf)
+            if reads is not None:
+                reads.made(extra.id, extra_buf)
+            extra.inputs = ()
     elif step.follow is not None:
         with placement.following(node, step.follow):
             buf, where = _run_node(node, backend, step.launches, chain)
@@ -151,38 +158,42 @@ def run_down_chain(node, operands, chain):
 
 
 def _run_group(group, backend, chain):
-    """A fused group as one kernel where it was planned; if a host fuser declines it, on the next host
-    fuser that runs it, else member by member down the chain; if a device cannot get the memory for
-    it, member by member down the chain (each needs less at once, and the device's kernels give the
-    group's bits, which a host fuser's transcendentals may not)."""
+    """The Buffers of the values a fused group makes (its root's, then its extras'; Group.made) and the
+    backend that made them: one kernel where it was planned; if a host fuser declines it, on the next
+    host fuser that runs it, else member by member down the chain; if a device cannot get the memory
+    for it, member by member down the chain (each needs less at once, and the device's kernels give
+    the group's bits, which a host fuser's transcendentals may not)."""
     operands = [n.buffer for n in group.inputs] + [p.buffer for p in group.params if isinstance(p, Node)]
     if backend.is_host:
-        buf = fused_on_host(group, operands, backend)
+        made = fused_on_host(group, operands, backend)
         kind = "host_group"
     else:
         buf = group_on_device(group, operands, backend)
+        made = None if buf is None else [buf]
         kind = "device_group"
-    if buf is not None:
-        report(kind, backend, group, operands, buf)
-        return buf, backend
+    if made is not None:
+        report(kind, backend, group, operands, made[0], made[1:])
+        return made, backend
     for fuser in devices.host_fusers(chain[0], chain) if backend.is_host else ():
         if fuser is not backend:
-            buf = fused_on_host(group, operands, fuser)
-            if buf is not None:
-                report("host_group", fuser, group, operands, buf)
-                return buf, fuser
-    for member in pending_order([group.root]):
+            made = fused_on_host(group, operands, fuser)
+            if made is not None:
+                report("host_group", fuser, group, operands, made[0], made[1:])
+                return made, fuser
+    roots = group.made
+    for member in pending_order(list(roots)):
         member.buffer, where = _down_chain(member, [inp.buffer for inp in member.inputs], chain)
-        if member is not group.root:
+        if member not in roots:
             member.inputs = ()
-    return group.root.buffer, where
+    return [node.buffer for node in roots], where
 
 
-def report(kind, backend, what, operands, buf):
-    """Tell the capture under way (if this thread makes one) the kernel that ran."""
+def report(kind, backend, what, operands, buf, extras=()):
+    """Tell the capture under way (if this thread makes one) the kernel that ran (`extras`: the Buffers
+    of the other values a fused group's kernel made)."""
     recorder = capturing.current()
     if recorder is not None:
-        recorder.kernel(kind, backend, what, operands, buf)
+        recorder.kernel(kind, backend, what, operands, buf, extras)
 
 
 def exclusive_result(out, args):
@@ -219,8 +230,8 @@ def group_on_device(group, operands, backend):
 
 
 def fused_on_host(group, operands, backend):
-    """A fused group's value from a host fuser (operands as for group_on_device), or None if it
-    declines the group (a GPU fuser may)."""
+    """The Buffers of the values a fused group makes (its root's, then its extras') from a host fuser
+    (operands as for group_on_device), or None if it declines the group (a GPU fuser may)."""
     for buf in operands:
         if not buf.on_host:
             copies.download(buf, "host-kernel")
@@ -233,10 +244,13 @@ def fused_on_host(group, operands, backend):
         return None
     if LOG.profiling:
         LOG.kernel(group.root, backend.name, start, now() - start, label=group.label, work=work_of(group, operands))
-    node = group.root
-    buf = Buffer.host_result(node.id, node.op, out, True)
-    buf.home = home_of(operands)
-    return buf
+    home = home_of(operands)
+    made = []
+    for node, value in zip(group.made, out if group.extras else (out,)):
+        buf = Buffer.host_result(node.id, node.op, value, True)
+        buf.home = home
+        made.append(buf)
+    return made
 
 
 def run_node(node, operands, backend):

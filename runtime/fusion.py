@@ -19,11 +19,15 @@ computed inside it one matrix at a time, so the T x T scores never reach memory;
 takes its product (a linear layer's `x @ W.T + b`), the bias added to each block of rows in cache; and
 a tree only a float sum over all but its last axis reads (a layer norm's weight gradient) becomes that
 sum's group, its rows folded into the column sums as they are made (kernels/cpu/column_sums.py).
+A row group holding such a product also takes the batched products that read its matrices or its
+operands (attention's `P @ v`; `dS @ k`, `q^T @ dS` and `P^T @ dy` in the backward): computed after each
+matrix's rows while they are in cache, they are the group's `extras`, values its one kernel makes
+besides its root's (the executor binds each to its node; a capture gives each its own slot).
 """
 import numpy as np
 
 from ..kernels.cpu.fused import OPS as FUSABLE_OPS
-from ..kernels.cpu.fused_rows import ROW_OPS
+from ..kernels.cpu.fused_rows import OUT, ROW_OPS, row_at
 
 MIN_ELEMENTS = 8192   # smaller outputs: NumPy's per-call cost is small and a compile would not pay back
 MAX_INSTRUCTIONS = 48  # keeps one generated kernel (and its compile time) small
@@ -53,12 +57,19 @@ def _scalar_const(node):
 
 class Group:
     """A fused tree: its root node, the recipe, its array operands (nodes), and its scalar parameters
-    (constants, or 0-d nodes whose host value is read when the kernel runs)."""
+    (constants, or 0-d nodes whose host value is read when the kernel runs); `extras`, the nodes its
+    kernel also makes (a row group's trailing products, `recipe[2]`), each getting a value of its own."""
 
-    __slots__ = ("root", "recipe", "inputs", "params", "label")
+    __slots__ = ("root", "recipe", "inputs", "params", "label", "extras")
 
-    def __init__(self, root, recipe, inputs, params, label):
+    def __init__(self, root, recipe, inputs, params, label, extras=()):
         self.root, self.recipe, self.inputs, self.params, self.label = root, recipe, inputs, params, label
+        self.extras = extras
+
+    @property
+    def made(self):
+        """The nodes the group's kernel gives values: its root, then its extras."""
+        return (self.root,) + tuple(self.extras)
 
 
 def groups(order, roots, lone_from=None, rows=False):
@@ -159,7 +170,84 @@ def groups(order, roots, lone_from=None, rows=False):
                 group = groups.pop(tree, None) or _build(tree, absorbed, consumers, wanted)
                 groups[node] = _column_sum_group(node, group)
                 absorbed.add(tree)
+        if TRAILING_PRODUCTS:
+            _take_trailing_products(order, groups, absorbed)
     return groups, {id(n) for n in absorbed}
+
+
+TRAILING_PRODUCTS = True  # row groups compute the batched products that read their matrices (tests turn it off)
+MAX_TRAILING = 3
+
+
+def _take_trailing_products(order, groups, absorbed):
+    """Give each row group holding a head product the batched products that read its value or its inputs
+    a matrix at a time (kernels/cpu/fused_rows.py's trailing products): attention's `P @ v` after its
+    softmax, `dS @ k`, `q^T @ dS` and `P^T @ dy` after softmax's gradient, while each head's matrices
+    are in cache. A product is taken when it comes after the group's root in `order` (so do its
+    readers), its other operands have values by then (realized, or made by an earlier step), it is a
+    float product of two stacks with the group's leading dims, and no other group computes it (a view
+    it reads that the order makes later, the head split of v, the planner makes before the group)."""
+    position = {node: k for k, node in enumerate(order)}
+    readers = {}  # operand (or the value a permuted operand views) -> batched products reading it
+    for node in order:
+        if node.op == "matmul" and node.buffer is None and len(node.shape) >= 3 and node not in absorbed:
+            for x in node.inputs:
+                readers.setdefault(x, []).append(node)
+                if x.op == "permute" and x.inputs:  # pending (a realized node let go of its inputs)
+                    readers.setdefault(x.inputs[0], []).append(node)
+    for root, group in list(groups.items()):
+        ndim, instrs = group.recipe[:2]
+        if row_at(instrs) is None or not head_products(group.recipe) or ndim < 3:
+            continue
+        taken, inputs = [], list(group.inputs)
+        for source in (root,) + tuple(group.inputs):
+            for x in readers.get(source, ()):
+                if (len(taken) == MAX_TRAILING or x in absorbed or x in groups
+                        or not _trails(x, root, position, absorbed)):
+                    continue
+                absorbed.add(x)
+                spec = []
+                for operand in x.inputs:
+                    if operand is root:
+                        spec.append(OUT)
+                        continue
+                    if operand not in inputs:
+                        inputs.append(operand)
+                    spec.append(inputs.index(operand))
+                taken.append((x, tuple(spec) + (x.attrs.get("layout"),)))
+        if taken:
+            label = group.label[:-1] + "".join("+matmul" for _ in taken) + ")"
+            groups[root] = Group(root, (ndim, instrs, tuple(spec for _, spec in taken)), inputs, group.params,
+                                 label, tuple(x for x, _ in taken))
+
+
+def _trails(x, root, position, absorbed):
+    """Whether product `x` can be computed inside `root`'s row group after each matrix's rows."""
+    at = position.get(root)
+    if at is None or position.get(x, -1) <= at or x.dtype != root.dtype or x.dtype not in _FLOATS:
+        return False
+    batch = root.shape[:-2]
+    if x.shape[:-2] != batch or any(len(a.shape) != len(x.shape) or a.shape[:-2] != batch or a.dtype != x.dtype
+                                    for a in x.inputs):
+        return False
+    # each other operand has its value before the group's kernel runs
+    return all(a is root or _before(a, at, position, absorbed) for a in x.inputs)
+
+
+VIEWS = frozenset({"slice", "reshape", "permute", "expand"})  # what the planner may move before a group
+
+
+def _before(node, at, position, absorbed):
+    """Whether `node` has a value before step `at` runs: realized, made by an earlier step, or a pending
+    view (head-split v, k and q) of such values, which the planner then makes just before the group
+    (runtime/planner.py)."""
+    if node.buffer is not None:
+        return True
+    if node in absorbed:
+        return False
+    if position.get(node, at) < at:
+        return True
+    return node.op in VIEWS and all(_before(x, at, position, absorbed) for x in node.inputs)
 
 
 def _summed_tree(node, groups, fusable, absorbed, consumers, wanted):
@@ -183,7 +271,7 @@ def _summed_tree(node, groups, fusable, absorbed, consumers, wanted):
 def _column_sum_group(node, group):
     """`group` with a last instruction folding its value's rows into `node`, the column sums:
     ("colsum", dtype, index of the tree's value)."""
-    ndim, instrs = group.recipe
+    ndim, instrs = group.recipe[:2]
     instrs = instrs + (("colsum", _TYPES[node.dtype], len(instrs) - 1),)
     return Group(node, (ndim, instrs), group.inputs, group.params, group.label[:-1] + "+sum)")
 

@@ -88,9 +88,10 @@ def schedule(order, roots, chain, fuser):
         if fuser is not None else ({}, ())
     deferred = constants.deferrable(order, roots, groups, absorbed) if order and not chain[0].is_host else set()
     planner = _Planner(chain)
+    values = planner.values
     for node in order:
-        if id(node) in absorbed or node in deferred:
-            continue  # computed inside its group's kernel, or where its first consumer runs
+        if id(node) in absorbed or node in deferred or node in values:
+            continue  # computed inside its group's kernel, where its first consumer runs, or made early
         group = groups.get(node)
         if deferred:
             inputs = constants.consumed(node, group)
@@ -155,6 +156,10 @@ class _Planner:
         it but its budget cannot hold the group's operands and result at once (each member needs less,
         and stays on the device where it fits); else the first host fuser that takes it, else the
         members one by one (counted as the group's one kernel)."""
+        # the views its extras read that the order makes later (fusion._before) come first
+        for early in self._unplanned([a for x in group.extras for a in x.inputs
+                                      if a is not group.root and a.buffer is None and a not in self.values]):
+            self.node(early)
         operands = [self.value(n) for n in group.inputs] + \
             [self.value(p) for p in group.params if isinstance(p, Node)]
         copies = []
@@ -162,7 +167,7 @@ class _Planner:
             if self._fits(group.root.nbytes, operands, fuser, copies, refuse=False):
                 self._place(group.root, group.label, operands, fuser, copies, group=group)
                 return
-            for member in self._unplanned([group.root]):
+            for member in self._unplanned(list(group.made)):
                 self.node(member, counted=member is group.root)
             return
         shapes = [n.shape for n in group.inputs]
@@ -170,7 +175,7 @@ class _Planner:
             if placement.host_fuser_takes(host, group.recipe, group.root, shapes):
                 self._place(group.root, group.label, operands, host, copies, group=group)
                 return
-        for member in self._unplanned([group.root]):
+        for member in self._unplanned(list(group.made)):
             self.node(member, counted=member is group.root)
 
     def _unplanned(self, roots):
@@ -213,6 +218,8 @@ class _Planner:
                 if not v.on_host:
                     copies.append(self._download(v, "host-kernel"))
             result = PlannedValue(node, True, False, None, node, nbytes=nbytes, home=home_of(operands))
+            for extra in group.extras if group is not None else ():  # the other values its kernel makes
+                self.values[extra] = PlannedValue(extra, True, False, None, extra, home=result.home)
         else:
             result = PlannedValue(node, placement.keeps_host_copy(node, operands), True, backend, node, nbytes=nbytes)
         self.values[node] = result

@@ -52,12 +52,13 @@ class Step:
     While pending: `node` (or `group`) and `launches` (a device's, as placement chose them).
     A recorded step (`recorded`) keeps a template in `node`/`group` (no inputs, no value), `what` (the
     template, group template, view index or Exchange it runs), its operand slots `ins`, result slot
-    `out`, the slots it drops after (`drop`), a random kernel's stream offset, and how its operands were
+    `out` (and `extra_outs`, those of the other values a fused group's kernel makes: `Group.extras`), the
+    slots it drops after (`drop`), a random kernel's stream offset, and how its operands were
     passed when captured (`params`, `shapes`, `dtypes`; whether its result kept a host copy)."""
 
     __slots__ = ("kind", "label", "node_id", "shape", "dtype", "runs_on", "copies", "follow", "offers",
-                 "counted", "refused", "node", "group", "launches", "what", "ins", "out", "drop", "stream",
-                 "params", "shapes", "dtypes", "host_copy")
+                 "counted", "refused", "node", "group", "launches", "what", "ins", "out", "extra_outs", "drop",
+                 "stream", "params", "shapes", "dtypes", "host_copy")
 
     def __init__(self, kind, label, node, runs_on, copies, group=None, launches=None, follow=None, offers=(),
                  counted=True, refused=()):
@@ -67,7 +68,7 @@ class Step:
         self.node, self.group, self.launches = node, group, launches
         self.what = group if group is not None else node
         self.ins = self.out = self.stream = None
-        self.drop = self.params = self.shapes = self.dtypes = ()
+        self.drop = self.params = self.shapes = self.dtypes = self.extra_outs = ()
         self.host_copy = False
 
     @classmethod
@@ -83,7 +84,7 @@ class Step:
         step.node_id, step.shape, step.dtype = (getattr(node, a, None) for a in ("id", "shape", "dtype"))
         step.node, step.group, step.launches, step.follow = node, group, launches, follow
         step.copies, step.offers, step.counted, step.refused = (), (), True, ()
-        step.drop, step.stream = (), None
+        step.drop, step.stream, step.extra_outs = (), None, ()
         step.params, step.shapes, step.dtypes, step.host_copy = params, shapes, dtypes, host_copy
         return step
 

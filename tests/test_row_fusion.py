@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 import lazytensor as lt
 import lazytensor.nn.functional as F
 from lazytensor.kernels.cpu import fused
-from lazytensor.runtime import devices
+from lazytensor.runtime import devices, fusion
 from lazytensor.runtime.backends.numba_backend import NumbaBackend
 from lazytensor.runtime.backends.numpy_backend import NumpyBackend
 
@@ -47,17 +47,18 @@ def _attention_run(rows, monkeypatch, seed=0, shape=(2, 3, 48, 16)):
 
 def test_attention_scores_product_scale_mask_and_softmax_are_one_kernel(monkeypatch):
     _, _, labels = _attention_run(True, monkeypatch)
-    assert "fused(matmul+mul+where+softmax)" in labels
+    assert any(label.startswith("fused(matmul+mul+where+softmax") for label in labels)
     assert "softmax" not in labels
 
 
 def test_softmax_gradient_with_its_product_mask_and_scale_is_one_kernel(monkeypatch):
     _, _, labels = _attention_run(True, monkeypatch)
-    assert "fused(matmul+softmax_grad+where+mul)" in labels
+    assert any(label.startswith("fused(matmul+softmax_grad+where+mul") for label in labels)
     assert "softmax_grad" not in labels
 
 
 def test_attention_computes_its_two_t_by_t_products_inside_the_row_kernels(monkeypatch):
+    monkeypatch.setattr(fusion, "TRAILING_PRODUCTS", False)  # the products after the rows: test_trailing_products.py
     _, _, labels = _attention_run(True, monkeypatch)
     _, _, unfused = _attention_run(False, monkeypatch)
     assert unfused.count("matmul") - labels.count("matmul") == 2  # q k^T, and dy v^T

@@ -158,14 +158,16 @@ def gemm_batches_in_pieces(address, ints, unit, m, n, k, a, a_offsets, trans_a, 
 def gemm_into(address, ints, a, b, out):
     """out = a @ b for one matrix of a batched product, by the call gemm_batches_in_pieces makes for it:
     `a` (M, K) and `b` (K, N) each with rows or columns contiguous (as `layout` takes them), `out`
-    C-contiguous (M, N); `ints` a one-element array of the library's integer type."""
+    (M, N) with its rows contiguous (a laid-out product's matrix has its rows apart); `ints` a
+    one-element array of the library's integer type."""
     m, k, n = a.shape[0], a.shape[1], b.shape[1]
     cell = np.empty_like(ints)
     trans_a, lda = _layout_in(a)
     trans_b, ldb = _layout_in(b)
+    ldc = out.strides[0] // out.itemsize if m > 1 else n
     one, zero = out.dtype.type(1.0), out.dtype.type(0.0)
     _call_at(address, (_ROW_MAJOR, trans_a, trans_b, _as(m, cell), _as(n, cell), _as(k, cell), one, a.ctypes.data,
-                       _as(lda, cell), b.ctypes.data, _as(ldb, cell), zero, out.ctypes.data, _as(n, cell)))
+                       _as(lda, cell), b.ctypes.data, _as(ldb, cell), zero, out.ctypes.data, _as(ldc, cell)))
 
 
 @nb.njit(nogil=True, cache=True)
@@ -244,6 +246,23 @@ def matmul_batches(a, b, out, bounds, library):
                            batch_offsets(a), trans_a, lda, b.ctypes.data, batch_offsets(b), trans_b, ldb,
                            out.ctypes.data, batch_offsets(out), ldc, bounds)
     return out
+
+
+def product_out(shape, dtype, dims=None):
+    """A batched product's result array: C-contiguous, or stored in the order `dims` (the permutation its
+    consumer views it through) and viewed at `shape`, so that view is C-contiguous; C-contiguous where
+    that order would not give matrices matmul_batches writes."""
+    if dims is None:
+        return np.empty(shape, dtype)
+    stored, inverse = _laid_out(tuple(shape), tuple(dims))
+    out = np.empty(stored, dtype).transpose(inverse)
+    return out if writable_by_rows(out) else np.empty(shape, dtype)
+
+
+@functools.lru_cache(maxsize=256)  # asked at every launch of a product with a layout
+def _laid_out(shape, dims):
+    """(the shape stored, the permutation that views it at `shape`) for a result laid out as `dims`."""
+    return tuple(shape[d] for d in dims), tuple(int(d) for d in np.argsort(dims))
 
 
 def writable_by_rows(out):

@@ -14,6 +14,13 @@ A `("matmul", dtype, i, j)` instruction (i and j inputs: stacks of matrices with
 dims, read where they lie) is computed one matrix at a time, before that matrix's blocks of rows, into
 a scratch matrix by the BLAS call a batched product makes for it (kernels/cpu/blas.py), and read from
 there: attention's T x T scores and their gradient never reach memory.
+
+A recipe may name trailing products (`recipe[2]`: each two operands, the row group's own value `OUT` or
+an input's index, and the layout its result is stored in): batched products of the same leading dims
+computed after each matrix's rows, while that matrix and its operands are in cache, into the kernel's
+extra results `x0, x1, ...` (attention's `P @ v` after its softmax; `dS @ k`, `q^T @ dS`, `P^T @ dy`
+after softmax's gradient), each by the call a batched product makes for that matrix
+(kernels/cpu/blas.py's `matmul_batches`: a column-major result matrix as its transpose).
 """
 
 BLOCK = 16  # rows per block: the row kernels fold sixteen rows side by side
@@ -27,6 +34,20 @@ IMPORTS = ["from lazytensor.kernels.cpu.softmax import softmax_grad_rows, softma
            "from lazytensor.kernels.cpu.blas import gemm_into"]
 # A product's operands are read in place by BLAS, not elementwise; trailing arguments of a kernel with one.
 PRODUCT_ARGS = ("gemm_at", "gemm_ints")
+OUT = -1  # a trailing product's operand that is the group's own value
+
+
+def trailing(recipe):
+    """The recipe's trailing products: ((operand, operand, layout), ...), each operand `OUT` or an input's
+    index, the layout the permutation its result is stored in for its consumer (or None)."""
+    return recipe[2] if len(recipe) > 2 else ()
+
+
+def inputs_read(recipe):
+    """How many array inputs the kernel takes: its `in` instructions', then those only trailing
+    products read."""
+    count = sum(1 for ins in recipe[1] if ins[0] == "in")
+    return max([count] + [k + 1 for spec in trailing(recipe) for k in spec[:2] if k != OUT])
 
 
 def products(instrs):
@@ -59,7 +80,7 @@ def _closure(instrs, starts, stop_at=None):
 def row_kernel_lines(recipe, broadcast, body):
     """The body of `kernel(out, a0, ..., p0, ...)` for a recipe with one row op (ndim >= 2): the lines
     after the def line, indented. `body(instrs, which, broadcast)` renders elementwise instructions."""
-    ndim, instrs = recipe
+    ndim, instrs = recipe[:2]
     r = row_at(instrs)
     op, dtype, operands = instrs[r][0], instrs[r][1], instrs[r][2:]
     kernel, takes_eps = ROW_KERNELS[op]
@@ -89,6 +110,7 @@ def row_kernel_lines(recipe, broadcast, body):
         a, b = (f"a{instrs[k][1]}[{lead_at}]" for k in instrs[n][2:])
         lines.append(f"{indent}gemm_into({', '.join(PRODUCT_ARGS)}, {a}, {b}, prod{n})")
     lines += [f"{indent}for lo in range(0, {rows}, {BLOCK}):", f"{indent}    hi = min(lo + {BLOCK}, {rows})"]
+    per_matrix = indent
     indent += "    "
 
     def loop(which, stores, first=()):
@@ -116,4 +138,11 @@ def row_kernel_lines(recipe, broadcast, body):
     if last != r:
         after = [n for n in _closure(instrs, [last], stop_at=r) if n != r]
         lines += loop(after, [f"out[{at}] = v{last}"], first=[f"v{r} = out[{at}]"])
+    for e, spec in enumerate(trailing(recipe)):
+        a, b = ("out" if k == OUT else f"a{k}" for k in spec[:2])
+        lines += [f"{per_matrix}x = x{e}[{lead_at}]",
+                  f"{per_matrix}if x.strides[1] == x.itemsize or x.shape[1] == 1:",
+                  f"{per_matrix}    gemm_into({', '.join(PRODUCT_ARGS)}, {a}[{lead_at}], {b}[{lead_at}], x)",
+                  f"{per_matrix}else:  # a column-major matrix: its transpose, row-major",
+                  f"{per_matrix}    gemm_into({', '.join(PRODUCT_ARGS)}, {b}[{lead_at}].T, {a}[{lead_at}].T, x.T)"]
     return lines

@@ -171,7 +171,7 @@ def fused(shape, recipe, input_shapes, param_buffers, has_double=True):
     `input_shapes[k]` is input k's shape (broadcast to `shape`); `param_buffers[k]` says whether
     parameter k is a 0-d device buffer rather than a runtime scalar."""
     shape = tuple(int(n) for n in shape)
-    _, instrs = recipe
+    instrs = recipe[1]
     loads, scalars, lines, dtypes, param_bufs = [], [], [], [], []
     buffers = [("y", instrs[-1][1], True)]
     for n, ins in enumerate(instrs):

@@ -44,6 +44,7 @@ from ...kernels.cpu import softmax as cpu_softmax
 from ...kernels.cpu import special as cpu_special
 from ...kernels.cpu import special32 as cpu_special32
 from ...kernels.cpu import window as cpu_window
+from ...kernels.cpu.fused_rows import OUT, trailing
 from ...kernels import ops
 from ...kernels.reference import KERNELS
 from ...kernels.reference.optim import side_by_side
@@ -145,18 +146,7 @@ def _product_out(node, batched):
     """The result array of a product: C-contiguous, or for a batched one whose node names a `layout`
     (the permutation its consumer views it through: lazytensor/shape_ops.py), laid out so that view is
     C-contiguous (head-split attention's products, whose permuted result is then reshaped without a copy)."""
-    dims = node.attrs.get("layout") if batched else None
-    if dims is None:
-        return np.empty(node.shape, node.dtype)
-    stored, inverse = _laid_out(node.shape, dims)
-    out = np.empty(stored, node.dtype).transpose(inverse)
-    return out if blas.writable_by_rows(out) else np.empty(node.shape, node.dtype)
-
-
-@functools.lru_cache(maxsize=256)  # asked at every launch of a product with a layout
-def _laid_out(shape, dims):
-    """(the shape stored, the permutation that views it at `shape`) for a result laid out as `dims`."""
-    return tuple(shape[d] for d in dims), tuple(int(d) for d in np.argsort(dims))
+    return blas.product_out(node.shape, node.dtype, node.attrs.get("layout") if batched else None)
 
 
 class NumbaBackend(HostBackend):
@@ -330,13 +320,24 @@ class NumbaBackend(HostBackend):
         if fusion.product_recipe(recipe):  # a bias add with its product: where the product runs in pieces
             route = self._product_route(root, shapes)
             return route is not None and route[0] == "split"
-        return all(self._head_library(recipe, n, root, shapes) is not None for n in fusion.head_products(recipe))
+        libraries = {self._head_library(recipe, n, root, shapes) for n in fusion.head_products(recipe)}
+        libraries |= {self._trailing_library(spec, root, shapes) for spec in trailing(recipe)}
+        return None not in libraries and len(libraries) <= 1
+
+    @staticmethod
+    def _trailing_library(spec, root, shapes):
+        """The BLAS library computing a row group's trailing product a matrix at a time (the library the
+        batched product alone would be split over), or None."""
+        a, b = (root.shape if k == OUT else tuple(shapes[k]) for k in spec[:2])
+        out = root.shape[:-2] + (a[-2], b[-1])
+        route = _matmul_route(tuple(a), tuple(b), out, root.dtype, root.dtype, root.dtype, gemm.host_blas())
+        return route[3] if route is not None and route[0] == "split" else None
 
     @staticmethod
     def _head_library(recipe, n, root, shapes):
         """The BLAS library computing product instruction `n` of a row group a matrix at a time (the
         library a batched product of these operands would be split over), or None."""
-        ndim, instrs = recipe
+        instrs = recipe[1]
         a, b = (shapes[instrs[k][1]] for k in instrs[n][2:])
         route = _matmul_route(tuple(a), tuple(b), root.shape, root.dtype, root.dtype, root.dtype, gemm.host_blas())
         return route[3] if route is not None and route[0] == "split" else None

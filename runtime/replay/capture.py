@@ -38,15 +38,20 @@ def template(node):
 
 
 class GroupTemplate:
-    """A fused group for replays: root template, recipe, label; `inputs` only counts them, and a 0-d
-    operand node among the parameters becomes its template (its value comes from a slot)."""
+    """A fused group for replays: root and extras templates, recipe, label; `inputs` only counts them,
+    and a 0-d operand node among the parameters becomes its template (its value comes from a slot)."""
 
-    __slots__ = ("root", "recipe", "inputs", "params", "label")
+    __slots__ = ("root", "extras", "recipe", "inputs", "params", "label")
 
     def __init__(self, group):
         self.root, self.recipe, self.label = template(group.root), group.recipe, group.label
+        self.extras = tuple(template(x) for x in group.extras)
         self.inputs = [None] * len(group.inputs)
         self.params = [template(p) if isinstance(p, Node) else p for p in group.params]
+
+    @property
+    def made(self):
+        return (self.root,) + self.extras
 
 
 def recorded_step(kind, backend, what, ins, out, operands=()):
@@ -118,9 +123,10 @@ class Recorder:
         it returns a function that undoes it, called if the replay fails."""
         self.hooks.append(hook)
 
-    def kernel(self, kind, backend, what, operands, result):
+    def kernel(self, kind, backend, what, operands, result, extras=()):
         what = GroupTemplate(what) if kind in GROUPS else template(what)
         step = recorded_step(kind, backend, what, [self.slot(b) for b in operands], self._result_slot(result), operands)
+        step.extra_outs = tuple(self._result_slot(b) for b in extras)
         if kind == "node" and "stream" in what.attrs and "seed" in what.attrs:
             if what.attrs["seed"] != self.seed:
                 self.refuse(refusals.RESEEDED)
@@ -212,13 +218,16 @@ class Program:
                 drops.setdefault(k, []).append(s)
         for k, step in enumerate(steps):
             step.drop = tuple(drops.get(k, ()))
-            if step.out not in keep and step.out not in last:
-                step.drop += (step.out,)  # a result nobody reads (kept by the eager run only as long)
+            for out in (step.out,) + step.extra_outs:
+                if out not in keep and out not in last:
+                    step.drop += (out,)  # a result nobody reads (kept by the eager run only as long)
         kernels = [step for step in steps if step.kind in KERNELS]
         self.split = parallel.worth_splitting([step.node for step in kernels],
                                               [shape for step in kernels for shape in step.shapes])
         # {step index: output positions of replaced state whose new value that step makes}
-        made_by = {step.out: k for k, step in enumerate(steps)}
+        made_by = {out: k for k, step in enumerate(steps) for out in (step.out,) + step.extra_outs}
+        # kernels with several results replay through the executors or a host runner only
+        self._several = any(step.extra_outs for step in steps)
         self._made_at = collections.defaultdict(list)
         for i, s in self._replaced.items():
             if s in made_by:
@@ -279,8 +288,14 @@ class Program:
                                 if reads is not None:
                                     reads.at = k
                                     prefetcher.reading(step)
-                                out = slots[step.out] = _execute(step, [slots[s] for s in step.ins], stream0,
-                                                                 self.chain)
+                                out = _execute(step, [slots[s] for s in step.ins], stream0, self.chain)
+                                if step.extra_outs:
+                                    for s, extra in zip(step.extra_outs, out[1:]):
+                                        slots[s] = extra
+                                        if reads is not None:
+                                            reads.made(s, extra)
+                                    out = out[0]
+                                slots[step.out] = out
                                 if reads is not None:
                                     reads.made(step.out, out)
                                 for s in step.drop:
@@ -311,7 +326,7 @@ class Program:
         blocks where it can; False if the executors must run the steps."""
         if self._runner is None and self.chain[0].is_host and host_runner.supports(self):
             self._runner = self.host_runner()
-        elif self._runner is None and not device_runner.supports(self.chain[0]):
+        elif self._runner is None and (self._several or not device_runner.supports(self.chain[0])):
             self._runner = False
         runner = self._runner
         if not runner or LOG.profiling:
@@ -409,15 +424,17 @@ def _execute(step, operands, stream0, chain):
             with placement.following(what, step.follow):
                 return _execute_node(step, what, operands, backend, chain)
         return _execute_node(step, what, operands, backend, chain)
-    if kind == "host_group":
-        buf = executor.fused_on_host(what, operands, backend)
+    if kind == "host_group":  # the Buffers of the group's values; the root's alone unless it has extras
+        made = executor.fused_on_host(what, operands, backend)
     else:
         buf = executor.group_on_device(what, operands, backend)
-    if buf is None:  # memory could not be had on the device, or a GPU fuser declined this time
+        made = None if buf is None else [buf]
+    if made is None:  # memory could not be had on the device, or a GPU fuser declined this time
         for fuser in devices.host_fusers(chain[0], chain):
-            buf = executor.fused_on_host(what, operands, fuser)
-            if buf is not None:
-                return buf
-        raise ReplayError(f"a compiled step could not run {what.label} where it ran when captured, and no "
-                          f"host backend runs fused kernels; call the function without lt.jit")
-    return buf
+            made = executor.fused_on_host(what, operands, fuser)
+            if made is not None:
+                break
+        else:
+            raise ReplayError(f"a compiled step could not run {what.label} where it ran when captured, and no "
+                              f"host backend runs fused kernels; call the function without lt.jit")
+    return made if step.extra_outs else made[0]

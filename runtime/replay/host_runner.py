@@ -55,11 +55,17 @@ class HostRunner(Runner):
         self._ids = {}  # result slot -> (node id, op) naming its Buffer (None: a view, named by its source)
         for step in program.steps:
             call, self._ids[step.out] = self._prepare(step)
-            self._calls.append((call, step.ins, step.out, step.drop))
+            out = step.out
+            if step.extra_outs:  # a kernel with several results: its call returns them all, in order
+                out = (step.out,) + step.extra_outs
+                for s, extra in zip(step.extra_outs, step.what.extras):
+                    self._ids[s] = (extra.id, extra.op)
+            self._calls.append((call, step.ins, out, step.drop))
         # the kernels called as prepared (views are no kernels; the executors run the rest)
         self.launched = sum(step.kind != "view" and not self._through_executors(step)
                             for step in program.steps)
-        self._inputs = [s for s in range(program.n_slots) if s not in {step.out for step in program.steps}]
+        made = {s for step in program.steps for s in (step.out,) + step.extra_outs}
+        self._inputs = [s for s in range(program.n_slots) if s not in made]
         self._views = {step.out: step.ins[0] for step in program.steps if step.kind == "view"}
         self._folded = _foldable(program, self._keep) if fold else {}
         self._constants, self._kept_all = {}, False
@@ -114,7 +120,8 @@ class HostRunner(Runner):
 
     def _execute(self, step, arrays):
         operands = [Buffer.host_result(-1, "data", a, False) for a in arrays]
-        return self._executor(step, operands, self._stream0).host
+        made = self._executor(step, operands, self._stream0)
+        return tuple(buf.host for buf in made) if step.extra_outs else made.host
 
     def replay(self, slots, stream0, execute=None, donors=None):
         """The runners' one interface (runtime/replay/runner.py); a host runner calls its own executor
@@ -173,7 +180,8 @@ def _foldable(program, keep):
     known = {s for s, _ in program.consts}
     folded = {}
     for k, step in enumerate(program.steps):
-        if step.kind not in ("view", "node", "host_group") or step.stream is not None or step.out in keep:
+        if (step.kind not in ("view", "node", "host_group") or step.stream is not None or step.out in keep
+                or step.extra_outs):
             continue
         if not all(s in known for s in step.ins):
             continue
@@ -186,15 +194,22 @@ def _foldable(program, keep):
 
 
 def _looped(calls, arrays, keep):
-    """Run `calls` on `arrays` in order: each call on its slots' arrays, its result stored in its slot,
-    each slot not in `keep` emptied after its last reader. Returns {slot in `keep`: exclusive_result}."""
+    """Run `calls` on `arrays` in order: each call on its slots' arrays, its result stored in its slot (a
+    tuple of slots takes its results in order), each slot not in `keep` emptied after its last reader.
+    Returns {slot in `keep`: exclusive_result}."""
     exclusive = {}
     for call, ins, out, drop in calls:
         args = [arrays[s] for s in ins]
         value = call(*args)
-        arrays[out] = value
-        if out in keep:
-            exclusive[out] = executor.exclusive_result(value, args)
+        if type(out) is tuple:  # a kernel with several results
+            for s, v in zip(out, value):
+                arrays[s] = v
+                if s in keep:
+                    exclusive[s] = executor.exclusive_result(v, args)
+        else:
+            arrays[out] = value
+            if out in keep:
+                exclusive[out] = executor.exclusive_result(value, args)
         for s in drop:
             if s not in keep:
                 arrays[s] = None
@@ -210,8 +225,12 @@ def _generated(calls):
     for k, (call, ins, out, drop) in enumerate(calls):
         names[f"c{k}"] = call
         args = "".join(f"a[{s}], " for s in ins)
-        lines.append(f"    v = a[{out}] = c{k}({args})")
-        lines.append(f"    if {out} in keep: exclusive[{out}] = exclusive_result(v, ({args}))")
+        if type(out) is tuple:  # a kernel with several results
+            lines.append(f"    {''.join(f'a[{s}], ' for s in out)}= c{k}({args})")
+            lines.extend(f"    if {s} in keep: exclusive[{s}] = exclusive_result(a[{s}], ({args}))" for s in out)
+        else:
+            lines.append(f"    v = a[{out}] = c{k}({args})")
+            lines.append(f"    if {out} in keep: exclusive[{out}] = exclusive_result(v, ({args}))")
         lines.extend(f"    if {s} not in keep: a[{s}] = None" for s in drop)
     lines.append("    return exclusive")
     exec(compile("\n".join(lines), "<host runner>", "exec"), names)

@@ -141,11 +141,15 @@ def _capture(key, order, roots, leaves, chain, fuser, first_stream):
         return ran
     results = {}
     for step in recorder.steps:
-        i = position.get(step.node.id)
-        if i is None:
-            refuse(REPEATS, OUTSIDE)  # a kernel for a node outside the order: not a plan of this realization
-            return ran
-        results[i] = step.out
+        made = [(step.node, step.out)]
+        if step.extra_outs:  # the other values a fused group's kernel made
+            made += zip(step.what.extras, step.extra_outs)
+        for node, s in made:
+            i = position.get(node.id)
+            if i is None:
+                refuse(REPEATS, OUTSIDE)  # a kernel for a node outside the order: not a plan of this realization
+                return ran
+            results[i] = s
     # a replay's random steps draw from stream stream0 + (their stream - the Recorder's start): with this
     # shift added to the replayed realization's first stream, each draws its node's own stream
     shift = None if first_stream is None else recorder.start_stream - first_stream
