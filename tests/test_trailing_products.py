@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import lazytensor as lt
 import lazytensor.nn.functional as F
@@ -197,3 +198,41 @@ def test_a_replayed_realization_hands_out_a_trailing_product_the_user_holds(monk
         assert p.kernels == []
         assert got.tobytes() == _causal_attention(q, k, v).numpy().tobytes()
     assert lt.counters()["replayed_realizations"] >= 1
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from([(2, 3, 48, 16), (1, 2, 64, 32), (3, 1, 40, 8), (2, 2, 33, 24)]),
+       st.lists(st.sampled_from(["P @ v", "P^T @ g", "P @ w", "(P @ v) * 2"]), min_size=1, max_size=3, unique=True),
+       st.booleans(), st.sampled_from([1, 2]), st.integers(0, 10_000))
+def test_random_products_after_an_attention_softmax_give_the_bytes_of_the_products_run_apart(
+        shape, readers, backward, threads, seed):
+    """Products reading P (or its transpose) in several combinations, forward or with the backward pass
+    (which makes dS and its products), on one or two threads: the values and gradients are the bytes of
+    the products run as their own kernels."""
+    def run(trailing):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(fusion, "TRAILING_PRODUCTS", trailing)
+            before = lt.get_num_threads()
+            lt.set_num_threads(threads)
+            try:
+                rng = np.random.default_rng(seed)
+                b, h, t, d = shape
+                q, k, v, w = (lt.tensor(rng.normal(size=(b, h, t, d)).astype(np.float32), requires_grad=backward)
+                              for _ in range(4))
+                g = lt.tensor(rng.normal(size=(b, h, t, t)).astype(np.float32))
+                att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d))
+                att = att.masked_fill(lt.tril(lt.ones(t, t)).view(1, 1, t, t) == 0, float("-inf"))
+                p = F.softmax(att, dim=-1)
+                made = {"P @ v": lambda: p @ v, "P^T @ g": lambda: p.transpose(-2, -1) @ g,
+                        "P @ w": lambda: p @ w, "(P @ v) * 2": lambda: (p @ v) * 2}
+                outs = [made[name]() for name in readers]
+                if backward:
+                    sum((o * o).sum() for o in outs).backward()
+                    outs += [x.grad for x in (q, k, v, w) if x.grad is not None]
+                return [o.numpy() for o in lt.realize(*outs)]
+            finally:
+                lt.set_num_threads(before)
+    got, want = run(True), run(False)
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        assert a.tobytes() == b.tobytes()
