@@ -187,6 +187,10 @@ def _take_trailing_products(order, groups, absorbed):
     readers), its other operands have values by then (realized, or made by an earlier step), it is a
     float product of two stacks with the group's leading dims, and no other group computes it (a view
     it reads that the order makes later, the head split of v, the planner makes before the group)."""
+    holders = [root for root, group in groups.items()
+               if group.recipe[0] >= 3 and head_products(group.recipe) and row_at(group.recipe[1]) is not None]
+    if not holders:  # most realizations (an eager step's forward, its optimizer) have no such group
+        return
     position = {node: k for k, node in enumerate(order)}
     readers = {}  # operand (or the value a permuted operand views) -> batched products reading it
     for node in order:
@@ -195,10 +199,9 @@ def _take_trailing_products(order, groups, absorbed):
                 readers.setdefault(x, []).append(node)
                 if x.op == "permute" and x.inputs:  # pending (a realized node let go of its inputs)
                     readers.setdefault(x.inputs[0], []).append(node)
-    for root, group in list(groups.items()):
+    for root in holders:
+        group = groups[root]
         ndim, instrs = group.recipe[:2]
-        if row_at(instrs) is None or not head_products(group.recipe) or ndim < 3:
-            continue
         taken, inputs = [], list(group.inputs)
         for source in (root,) + tuple(group.inputs):
             for x in readers.get(source, ()):
