@@ -22,7 +22,9 @@ sum's group, its rows folded into the column sums as they are made (kernels/cpu/
 A row group holding such a product also takes the batched products that read its matrices or its
 operands (attention's `P @ v`; `dS @ k`, `q^T @ dS` and `P^T @ dy` in the backward): computed after each
 matrix's rows while they are in cache, they are the group's `extras`, values its one kernel makes
-besides its root's (the executor binds each to its node; a capture gives each its own slot).
+besides its root's (the executor binds each to its node; a capture gives each its own slot). A group
+whose stored value others read and a float sum over its leading axes reads too (a bias's gradient) folds
+that sum as it stores each block of rows: another extra.
 """
 import numpy as np
 
@@ -172,7 +174,34 @@ def groups(order, roots, lone_from=None, rows=False):
                 absorbed.add(tree)
         if TRAILING_PRODUCTS:
             _take_trailing_products(order, groups, absorbed)
+        if KEPT_SUMS:
+            _take_kept_sums(order, groups, absorbed)
     return groups, {id(n) for n in absorbed}
+
+
+KEPT_SUMS = True  # a group folds the column sums of the value it stores while it makes it (tests turn it off)
+
+
+def _take_kept_sums(order, groups, absorbed):
+    """Give a group storing a value (elementwise or row, without products) the float sum over all but the
+    last axis of that value that others read too (a bias's gradient: `sum(dy, (0, 1))` of a gradient the
+    products also read), as an extra its kernel makes by folding each block of rows as it stores it
+    (kernels/cpu/column_sums.py: the sum's own order, so the same bytes)."""
+    for node in order:
+        if node.op != "sum" or node.dtype not in _FLOATS or node in absorbed or node.buffer is not None:
+            continue
+        tree = node.inputs[0]
+        group = groups.get(tree)
+        if group is None or group.extras or len(group.recipe) > 2 or product_recipe(group.recipe):
+            continue
+        ndim, instrs = group.recipe
+        if (ndim < 2 or tree.dtype != node.dtype or tuple(sorted(node.attrs["axes"])) != tuple(range(ndim - 1))
+                or any(ins[0] in ("matmul", "colsum") for ins in instrs)):
+            continue
+        absorbed.add(node)
+        instrs = instrs + (("colsum", _TYPES[node.dtype], len(instrs) - 1),)
+        groups[tree] = Group(tree, (ndim, instrs, (("colsum", node.shape),)), group.inputs, group.params,
+                             group.label[:-1] + "+sum)", (node,))
 
 
 TRAILING_PRODUCTS = True  # row groups compute the batched products that read their matrices (tests turn it off)

@@ -60,3 +60,20 @@ def finish(acc, out):
         for q in range(acc.shape[0]):
             total += acc[q, j]
         out[j] = total
+
+
+@nb.njit(parallel=True, nogil=True, cache=True)
+def fold_rows_in_columns(values, acc, first, pieces):
+    """fold_rows with the columns cut into `pieces` ranges folded side by side on numba's threads: each
+    column still gets its rows in order, so the same bits (a kernel's rows made in pieces, folded after)."""
+    cols = values.shape[-1]
+    flat = values.reshape(-1, cols)
+    p = acc.shape[0]
+    width = -(-cols // (pieces * 16)) * 16  # whole vectors of float64 per piece
+    for piece in nb.prange(pieces):
+        lo, hi = piece * width, min((piece + 1) * width, cols)
+        for r in range(flat.shape[0]):
+            row = flat[r, lo:hi]
+            running = acc[(first + r) % p, lo:hi]
+            for j in range(hi - lo):
+                running[j] += np.float64(row[j])

@@ -33,7 +33,7 @@ from . import column_sums
 from .column_sums import column_sum_recipe
 from .common import one_piece
 from .blas import layout, product_out
-from .fused_rows import (IMPORTS as ROW_IMPORTS, OUT, PRODUCT_ARGS, inputs_read, products, row_at,
+from .fused_rows import (IMPORTS as ROW_IMPORTS, OUT, PRODUCT_ARGS, inputs_read, kept_sums, products, row_at,
                          row_kernel_lines, trailing)
 
 # The records' scalar expressions (kernels/ops.py); "cast" is rendered here.
@@ -97,6 +97,7 @@ def render(recipe, broadcast=None):
     size 1 along dim d where the output does not (indexed with 0 there). Contiguous arrays and no
     calls in the loop body let LLVM vectorize the innermost loop. A recipe holding a row op renders
     as fused_rows.py says."""
+    recipe_given = recipe
     ndim, instrs = recipe[:2]
     summed = column_sum_recipe(recipe)
     if summed:  # the tree's kernel (`values`), then the folds of its rows (_column_sum_lines)
@@ -125,8 +126,9 @@ def render(recipe, broadcast=None):
         lines[5:5] = ROW_IMPORTS
         lines += row_kernel_lines(recipe, broadcast, body)
     if summed:
-        lines.insert(4, "from lazytensor.kernels.cpu.column_sums import fold_rows")
-        return "\n".join(lines + _column_sum_lines(args[1:], broadcast)) + "\n"
+        lines.insert(4, "from lazytensor.kernels.cpu.column_sums import fold_rows, fold_rows_in_columns")
+        kept = _kept_column_sum_lines(args[1:], broadcast) if kept_sums(recipe_given) is not None else []
+        return "\n".join(lines + _column_sum_lines(args[1:], broadcast) + kept) + "\n"
     if ndim:  # the parallel form: pieces of the first dim side by side on numba's threads
         sliced = ["out[lo:hi]"] + [f"a{k}" if broadcast[k][0] else f"a{k}[lo:hi]" for k in range(n_in)]
         sliced += [f"p{k}" for k in range(n_par)] + [_sliced(x) for x in extra]
@@ -141,6 +143,37 @@ def render(recipe, broadcast=None):
 def _sliced(arg):
     """A trailing argument as a piece's kernel gets it: a trailing product's result sliced like `out`."""
     return f"{arg}[lo:hi]" if arg.startswith("x") else arg
+
+
+def _kept_column_sum_lines(args, broadcast):
+    """For column sums a kernel stores its value beside: `fold_range_kept(lo, hi, step, out, acc, a0, ...)`
+    computes the tree's value over slices [lo, hi) of the first dim into `out`, `step` at a time, folding
+    each block's rows into `acc` while it is in cache; its parallel form `kernel_in_pieces_kept(bounds,
+    step, out, acc, ...)` folds the first piece's rows as it makes them and the other pieces' after them:
+    the rows in order, as _column_sum_lines does with scratch."""
+    n_in = len(broadcast)
+
+    def sliced(lo, hi):
+        return ", ".join([f"a{k}" if broadcast[k][0] else f"a{k}[{lo}:{hi}]" for k in range(n_in)] + args[n_in:])
+    rest = ", ".join(args)
+    return ["", "", "@nb.njit(nogil=True, cache=True, error_model='numpy')",
+            f"def fold_range_kept(lo, hi, step, out, acc, {rest}):",
+            "    rows = out[0].size // out.shape[-1]",
+            "    for c in range(lo, hi, step):",
+            "        e = min(c + step, hi)",
+            "        block = out[c:e]",
+            f"        values(block, {sliced('c', 'e')})",
+            "        fold_rows(block, acc, c * rows)",
+            "", "", "@nb.njit(parallel=True, nogil=True, cache=True, error_model='numpy')",
+            f"def kernel_in_pieces_kept(bounds, step, out, acc, {rest}):",
+            "    first = bounds[1]",
+            "    for p in nb.prange(bounds.shape[0] - 1):",
+            "        lo, hi = bounds[p], bounds[p + 1]",
+            "        if p == 0:",
+            f"            fold_range_kept(lo, hi, step, out, acc, {rest})",
+            "        else:",
+            f"            values(out[lo:hi], {sliced('lo', 'hi')})",
+            "    fold_rows_in_columns(out[first:], acc, first * (out[0].size // out.shape[-1]), bounds.shape[0] - 1)"]
 
 
 def _column_sum_lines(args, broadcast):
@@ -171,7 +204,7 @@ def _column_sum_lines(args, broadcast):
             f"            fold_range(lo, hi, scratch.shape[0], scratch, acc, {rest})",
             "        else:",
             f"            values(rest[lo - first:hi - first], {sliced('lo', 'hi')})",
-            "    fold_rows(rest, acc, first * (scratch[0].size // scratch.shape[-1]))"]
+            "    fold_rows_in_columns(rest, acc, first * (scratch[0].size // scratch.shape[-1]), bounds.shape[0] - 1)"]
 
 
 def body(instrs, which, broadcast):
@@ -250,6 +283,8 @@ def run(recipe, out_shape, out_dtype, arrays, params, pieces=one_piece, library=
     with products needs `library`, the (address, integer type) of the BLAS gemm that computes them. Returns
     the value, or with trailing products (kernels/cpu/fused_rows.py) the value and then theirs."""
     if column_sum_recipe(recipe):
+        if kept_sums(recipe) is not None:
+            return _column_sums_kept(recipe, out_shape, out_dtype, arrays, params, pieces)
         return _column_sums(recipe, out_shape, out_dtype, arrays, params, pieces)
     module, shapes, items, work = _launch(recipe, tuple(out_shape), tuple(a.shape for a in arrays))
     out = np.empty(out_shape, out_dtype)
@@ -295,6 +330,25 @@ def _column_sums(recipe, out_shape, out_dtype, arrays, params, pieces):
     out = np.empty(out_shape, out_dtype)
     column_sums.finish(acc, out.reshape(-1))
     return out
+
+
+def _column_sums_kept(recipe, out_shape, out_dtype, arrays, params, pieces):
+    """A tree's value (`out_shape`) and the column sums over all its axes but the last (recipe[2]'s
+    shape), each block of slices folded as the kernel stores it, while it is in cache."""
+    out_shape = tuple(out_shape)
+    module, shapes, items, work = _launch(recipe, out_shape, tuple(a.shape for a in arrays))
+    inputs = [np.ascontiguousarray(a).reshape(s) for a, s in zip(arrays, shapes)]
+    out = np.empty(out_shape, out_dtype)
+    acc = column_sums.accumulators(math.prod(out_shape[:-1]), out_shape[-1])
+    step = min(column_sums.slices_per_block(out_shape), out_shape[0])
+    bounds = pieces(items, work)
+    if bounds is None:
+        module.fold_range_kept(0, out_shape[0], step, out, acc, *inputs, *params)
+    else:
+        module.kernel_in_pieces_kept(bounds, step, out, acc, *inputs, *params)
+    sums = np.empty(kept_sums(recipe), out_dtype)
+    column_sums.finish(acc, sums.reshape(-1))
+    return out, sums
 
 
 @functools.lru_cache(maxsize=4096)

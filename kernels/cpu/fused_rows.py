@@ -40,7 +40,16 @@ OUT = -1  # a trailing product's operand that is the group's own value
 def trailing(recipe):
     """The recipe's trailing products: ((operand, operand, layout), ...), each operand `OUT` or an input's
     index, the layout the permutation its result is stored in for its consumer (or None)."""
-    return recipe[2] if len(recipe) > 2 else ()
+    return tuple(spec for spec in recipe[2] if spec[0] != "colsum") if len(recipe) > 2 else ()
+
+
+def kept_sums(recipe):
+    """The shape of the column sums a recipe ending in them also stores its value beside (its extra
+    ("colsum", shape): kernels/cpu/fused.py), or None."""
+    for spec in recipe[2] if len(recipe) > 2 else ():
+        if spec[0] == "colsum":
+            return spec[1]
+    return None
 
 
 def inputs_read(recipe):
