@@ -97,9 +97,9 @@ def render(recipe, broadcast=None):
     size 1 along dim d where the output does not (indexed with 0 there). Contiguous arrays and no
     calls in the loop body let LLVM vectorize the innermost loop. A recipe holding a row op renders
     as fused_rows.py says."""
-    recipe_given = recipe
     ndim, instrs = recipe[:2]
     summed = column_sum_recipe(recipe)
+    keeps_value = kept_sums(recipe) is not None
     if summed:  # the tree's kernel (`values`), then the folds of its rows (_column_sum_lines)
         instrs = instrs[:-1]
         recipe = (ndim, instrs)
@@ -127,7 +127,7 @@ def render(recipe, broadcast=None):
         lines += row_kernel_lines(recipe, broadcast, body)
     if summed:
         lines.insert(4, "from lazytensor.kernels.cpu.column_sums import fold_rows, fold_rows_in_columns")
-        kept = _kept_column_sum_lines(args[1:], broadcast) if kept_sums(recipe_given) is not None else []
+        kept = _column_sum_lines(args[1:], broadcast, kept=True) if keeps_value else []
         return "\n".join(lines + _column_sum_lines(args[1:], broadcast) + kept) + "\n"
     if ndim:  # the parallel form: pieces of the first dim side by side on numba's threads
         sliced = ["out[lo:hi]"] + [f"a{k}" if broadcast[k][0] else f"a{k}[lo:hi]" for k in range(n_in)]
@@ -145,66 +145,44 @@ def _sliced(arg):
     return f"{arg}[lo:hi]" if arg.startswith("x") else arg
 
 
-def _kept_column_sum_lines(args, broadcast):
-    """For column sums a kernel stores its value beside: `fold_range_kept(lo, hi, step, out, acc, a0, ...)`
-    computes the tree's value over slices [lo, hi) of the first dim into `out`, `step` at a time, folding
-    each block's rows into `acc` while it is in cache; its parallel form `kernel_in_pieces_kept(bounds,
-    step, out, acc, ...)` folds the first piece's rows as it makes them and the other pieces' after them:
-    the rows in order, as _column_sum_lines does with scratch."""
-    n_in = len(broadcast)
-
-    def sliced(lo, hi):
-        return ", ".join([f"a{k}" if broadcast[k][0] else f"a{k}[{lo}:{hi}]" for k in range(n_in)] + args[n_in:])
-    rest = ", ".join(args)
-    return ["", "", "@nb.njit(nogil=True, cache=True, error_model='numpy')",
-            f"def fold_range_kept(lo, hi, step, out, acc, {rest}):",
-            "    rows = out[0].size // out.shape[-1]",
-            "    for c in range(lo, hi, step):",
-            "        e = min(c + step, hi)",
-            "        block = out[c:e]",
-            f"        values(block, {sliced('c', 'e')})",
-            "        fold_rows(block, acc, c * rows)",
-            "", "", "@nb.njit(parallel=True, nogil=True, cache=True, error_model='numpy')",
-            f"def kernel_in_pieces_kept(bounds, step, out, acc, {rest}):",
-            "    first = bounds[1]",
-            "    for p in nb.prange(bounds.shape[0] - 1):",
-            "        lo, hi = bounds[p], bounds[p + 1]",
-            "        if p == 0:",
-            f"            fold_range_kept(lo, hi, step, out, acc, {rest})",
-            "        else:",
-            f"            values(out[lo:hi], {sliced('lo', 'hi')})",
-            "    fold_rows_in_columns(out[first:], acc, first * (out[0].size // out.shape[-1]), bounds.shape[0] - 1)"]
-
-
-def _column_sum_lines(args, broadcast):
+def _column_sum_lines(args, broadcast, kept=False):
     """For a recipe ending in column sums (runtime/fusion.py): `fold_range(lo, hi, step, scratch, acc,
     a0, ..., p0, ...)` computes the tree's value over slices [lo, hi) of the first dim, `step` at a
     time into `scratch`, folding each block's rows into `acc` (kernels/cpu/column_sums.py); its
     parallel form `kernel_in_pieces(bounds, scratch, rest, acc, ...)` folds the first piece's rows as
-    it makes them while the other pieces store theirs into `rest`, then folds `rest`: the rows in order."""
+    it makes them while the other pieces store theirs into `rest`, then folds `rest`: the rows in order.
+    With `kept` (sums a kernel stores its value beside), `fold_range_kept(lo, hi, step, out, acc, ...)`
+    and `kernel_in_pieces_kept(bounds, step, out, acc, ...)` do the same with the blocks of `out`
+    itself, folded while in cache, instead of scratch."""
     n_in = len(broadcast)
 
     def sliced(lo, hi):
         return ", ".join([f"a{k}" if broadcast[k][0] else f"a{k}[{lo}:{hi}]" for k in range(n_in)] + args[n_in:])
     rest = ", ".join(args)
+    if kept:
+        name, held, block, step, stored, tail = ("_kept", "out", "out[c:e]", "step", "out[lo:hi]", "out[first:]")
+        params = "bounds, step, out, acc"
+    else:
+        name, held, block, step = "", "scratch", "scratch[:e - c]", "scratch.shape[0]"
+        stored, tail, params = "rest[lo - first:hi - first]", "rest", "bounds, scratch, rest, acc"
     return ["", "", "@nb.njit(nogil=True, cache=True, error_model='numpy')",
-            f"def fold_range(lo, hi, step, scratch, acc, {rest}):",
-            "    rows = scratch[0].size // scratch.shape[-1]",
+            f"def fold_range{name}(lo, hi, step, {held}, acc, {rest}):",
+            f"    rows = {held}[0].size // {held}.shape[-1]",
             "    for c in range(lo, hi, step):",
             "        e = min(c + step, hi)",
-            "        block = scratch[:e - c]",
+            f"        block = {block}",
             f"        values(block, {sliced('c', 'e')})",
             "        fold_rows(block, acc, c * rows)",
             "", "", "@nb.njit(parallel=True, nogil=True, cache=True, error_model='numpy')",
-            f"def kernel_in_pieces(bounds, scratch, rest, acc, {rest}):",
+            f"def kernel_in_pieces{name}({params}, {rest}):",
             "    first = bounds[1]",
             "    for p in nb.prange(bounds.shape[0] - 1):",
             "        lo, hi = bounds[p], bounds[p + 1]",
             "        if p == 0:",
-            f"            fold_range(lo, hi, scratch.shape[0], scratch, acc, {rest})",
+            f"            fold_range{name}(lo, hi, {step}, {held}, acc, {rest})",
             "        else:",
-            f"            values(rest[lo - first:hi - first], {sliced('lo', 'hi')})",
-            "    fold_rows_in_columns(rest, acc, first * (scratch[0].size // scratch.shape[-1]), bounds.shape[0] - 1)"]
+            f"            values({stored}, {sliced('lo', 'hi')})",
+            f"    fold_rows_in_columns({tail}, acc, first * ({held}[0].size // {held}.shape[-1]), bounds.shape[0] - 1)"]
 
 
 def body(instrs, which, broadcast):
