@@ -58,6 +58,8 @@ class RankJob:
         elif self.deadline is None:
             self._signal_ranks(signal.SIGINT)
             self.deadline = time.monotonic() + GRACE_SECONDS
+        else:  # a third signal: no more grace
+            self.deadline = time.monotonic()
 
     def _rank_pids(self):
         pids = []
@@ -69,6 +71,15 @@ class RankJob:
                 pass
         return pids
 
+    def _kill_all(self):
+        """SIGKILL to every rank, and to mpiexec's session (its proxies), mpiexec last."""
+        self._signal_ranks(signal.SIGKILL)
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # mpiexec leads a session of its own
+        except OSError:
+            pass
+        self.proc.kill()
+
     def _signal_ranks(self, sig):
         for pid in self._rank_pids():
             try:
@@ -77,17 +88,19 @@ class RankJob:
                 pass
 
     def wait(self):
-        """The job's exit status, relaying SIGINT and SIGTERM to the ranks until it ends."""
+        """The job's exit status, relaying SIGINT and SIGTERM to the ranks until it ends; ranks still
+        running GRACE_SECONDS after a second signal are killed."""
         previous = {sig: signal.signal(sig, self._handle) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             while True:
+                # Polled, never an unbounded wait: Python resumes such a wait after a signal handler
+                # returns (PEP 475), so the deadline a second signal sets would never be looked at.
                 try:
-                    code = self.proc.wait(timeout=None if self.deadline is None else 0.2)
+                    code = self.proc.wait(timeout=0.2)
                     break
                 except subprocess.TimeoutExpired:
-                    if time.monotonic() > self.deadline:
-                        self._signal_ranks(signal.SIGKILL)
-                        self.proc.kill()
+                    if self.deadline is not None and time.monotonic() >= self.deadline:
+                        self._kill_all()
                         code = self.proc.wait()
                         break
         finally:
@@ -100,6 +113,8 @@ class RankJob:
 
 def launch(mpiexec, ranks, argv):
     """Run `lazytensor <argv>` on `ranks` processes under `mpiexec`; returns the job's exit status."""
+    if sys.stderr.isatty() and not any(a in ("--progress", "--no-progress") for a in argv):
+        argv = [*argv, "--progress"]  # the ranks' stderr reaches the terminal through mpiexec's pipes
     with tempfile.TemporaryDirectory(prefix="lazytensor-ranks-") as folder:
         command = [mpiexec, "-n", str(ranks), sys.executable, "-m", "lazytensor_train", *argv, "--stop-dir", folder]
         return RankJob(command, folder, ranks).wait()

@@ -102,3 +102,46 @@ def test_a_second_ctrl_c_landing_in_a_callback_stops_at_the_next_poll_without_a_
         with pytest.raises(KeyboardInterrupt):
             stop.poll()
     assert "Traceback" not in capsys.readouterr().err
+
+
+_STUCK_JOB = """
+import sys
+from lazytensor_train.rank_launcher import RankJob, rank_pid_file
+rank = ("import os, signal, sys, time\\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN); signal.signal(signal.SIGTERM, signal.SIG_IGN)\\n"
+        "open(sys.argv[1], 'w').write(str(os.getpid())); print('ready', flush=True)\\n"
+        "time.sleep(600)\\n")
+folder = sys.argv[1]
+sys.exit(RankJob([sys.executable, "-c", rank, rank_pid_file(folder, 0)], folder, 1).wait())
+"""
+
+
+def test_a_second_ctrl_c_stops_a_job_whose_rank_ignores_signals_within_the_grace_period(tmp_path):
+    # A rank stuck in an MPI call (here: one that ignores SIGINT and SIGTERM) must not keep the job alive.
+    import subprocess
+    proc = subprocess.Popen([sys.executable, "-c", _STUCK_JOB, str(tmp_path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\n"
+    rank_pid = int((tmp_path / "rank0.pid").read_text())
+    proc.send_signal(signal.SIGINT)
+    assert proc.stderr.readline() == "\n" and "stopping all 1 ranks" in proc.stderr.readline()
+    proc.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert time.monotonic() - started < 15  # the 5 s grace, then the kill
+    with pytest.raises(ProcessLookupError):
+        for _ in range(50):  # the killed rank is reaped by its parent's exit
+            os.kill(rank_pid, 0)
+            time.sleep(0.1)
+
+
+def test_the_nproc_launcher_asks_the_ranks_for_a_progress_bar_when_its_stderr_is_a_terminal(monkeypatch):
+    from lazytensor_train import rank_launcher
+    seen = []
+    monkeypatch.setattr(rank_launcher, "RankJob", lambda command, folder, ranks: seen.append(command) or
+                        type("Job", (), {"wait": lambda self: 0})())
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    rank_launcher.launch("mpiexec", 2, ["train", "--steps", "3"])
+    rank_launcher.launch("mpiexec", 2, ["train", "--no-progress"])
+    assert "--progress" in seen[0] and "--progress" not in seen[1]
