@@ -186,3 +186,27 @@ def test_conv2d_gradient_of_a_gradient_matches_pytorch(torch):
     (gx * gx).sum().backward()
     np.testing.assert_allclose(b.grad.numpy(), tb.grad.numpy(), rtol=1e-9)
     np.testing.assert_allclose(a.grad.numpy(), ta.grad.numpy(), rtol=1e-9, atol=1e-12)
+
+
+@given(h=st.integers(1, 9), w=st.integers(1, 9), oh=st.integers(1, 12), ow=st.integers(1, 12),
+       kind=st.sampled_from(["avg", "max"]))
+def test_adaptive_pooling_to_any_size_matches_pytorch_in_value_and_gradient(h, w, oh, ow, kind):
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(h * 100 + w).standard_normal((2, 3, h, w))
+    name = f"adaptive_{kind}_pool2d"
+    _check(torch, lambda x: getattr(F, name)(x, (oh, ow)), lambda x: getattr(torch.nn.functional, name)(x, (oh, ow)),
+           x)
+
+
+@pytest.mark.parametrize("kind", ["avg", "max"])
+def test_adaptive_pooling_to_a_size_that_does_not_divide_builds_a_few_nodes_not_one_per_cell(kind):
+    out = getattr(F, f"adaptive_{kind}_pool2d")(lt.ones(1, 1, 4, 4), (1000, 1000))
+    assert out.shape == (1, 1, 1000, 1000) and lt.graph(out).number_of_nodes() < 20
+    assert float(out.sum()) == 1e6
+    huge = getattr(F, f"adaptive_{kind}_pool2d")(lt.ones(1, 1, 4, 4), (10 ** 6, 10 ** 6))  # built, not run
+    assert huge.shape == (1, 1, 10 ** 6, 10 ** 6) and lt.graph(huge).number_of_nodes() < 20
+
+
+def test_adaptive_pooling_refuses_a_zero_output_size_naming_the_function():
+    with pytest.raises(ValueError, match="adaptive_avg_pool2d: output_size must be a positive int"):
+        F.adaptive_avg_pool2d(lt.ones(1, 1, 4, 4), (0, 3))

@@ -143,3 +143,28 @@ def test_sum_and_prod_are_left_folds_for_any_shape_and_axes(shape, data):
     np.testing.assert_array_equal(got, want_sum.astype(np.float32))
     got = (lt.tensor(x) / 4).prod(dim=axes).numpy()
     np.testing.assert_array_equal(got, want_prod.astype(np.float32))
+
+
+def test_a_sum_over_an_expanded_tensor_reads_the_broadcast_value_without_materializing_it():
+    import tracemalloc
+    n = 10 ** 8  # 400 MB if the expansion were materialized
+    x = lt.tensor([0.1], dtype=lt.float32)
+    x.numpy()
+    tracemalloc.start()
+    try:
+        value = x.expand(n).sum().item()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 50 << 20, f"{peak / 2**20:.0f} MB"
+    assert value == lt.full((n,), 0.1).sum().item()  # the same fold, so the same bits
+
+
+def test_sums_over_broadcast_axes_in_the_middle_or_leading_give_the_bytes_of_the_copied_input():
+    base = lt.tensor(np.random.default_rng(0).standard_normal((3, 1, 5)).astype(np.float32))
+    wide = base.expand(3, 4000, 5)
+    copied = lt.tensor(np.ascontiguousarray(np.broadcast_to(base.numpy(), (3, 4000, 5))))
+    for dims in ((1,), (0, 1), (1, 2), (0,), None):
+        a = wide.sum() if dims is None else wide.sum(dim=dims)
+        b = copied.sum() if dims is None else copied.sum(dim=dims)
+        assert a.numpy().tobytes() == b.numpy().tobytes(), dims

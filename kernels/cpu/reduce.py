@@ -224,10 +224,21 @@ def layout(x, axes):
     k = math.prod([x.shape[d] for d in axes])
     m = math.prod([x.shape[d] for d in kept])
     if list(axes) == list(range(x.ndim - len(axes), x.ndim)):
-        return "rows", np.ascontiguousarray(x).reshape(m, k)
+        return "rows", _as_2d(x, (m, k))
     if list(axes) == list(range(len(axes))):
-        return "cols", np.ascontiguousarray(x).reshape(k, m)
-    return "rows", np.ascontiguousarray(np.transpose(x, kept + list(axes))).reshape(m, k)
+        return "cols", _as_2d(x, (k, m))
+    return "rows", _as_2d(np.transpose(x, kept + list(axes)), (m, k))
+
+
+def _as_2d(x, shape):
+    """`x` reshaped to `shape`: contiguous, except that a broadcast view (a stride of 0: `expand`) stays
+    a view when the reshape allows, so a sum over a billion broadcast elements reads one."""
+    if 0 in x.strides and x.size > 1:
+        try:
+            return np.reshape(x, shape, copy=False)
+        except ValueError:
+            pass
+    return np.ascontiguousarray(x).reshape(shape)
 
 
 @nb.njit(parallel=True, nogil=True, cache=True)

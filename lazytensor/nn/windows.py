@@ -4,7 +4,9 @@ image) or a reduction over them. A convolution's input gradient is one `conv_inp
 weight's one product with the windows (lazytensor/autograd.py); a pooling's goes through `col2im`."""
 import math
 
-from ..shape_ops import stack
+import numpy as np
+
+from .. import creation
 from ..tensor import Tensor
 
 
@@ -145,29 +147,59 @@ max_pool1d = _as_2d(max_pool2d)
 avg_pool1d = _as_2d(avg_pool2d)
 
 
-def _adaptive_bounds(size, out):
-    return [((i * size) // out, -(-((i + 1) * size) // out)) for i in range(out)]
+def _adaptive_windows(size, out):
+    """PyTorch's adaptive windows along an axis of `size` pooled to `out` cells, as (index, weight):
+    cell i covers [floor(i*size/out), ceil((i+1)*size/out)); `index` (out, K) lists each window's
+    positions, the shorter ones padded by repeating their last; `weight` is 1/length there, 0 in the
+    padding."""
+    i = np.arange(out)
+    start, end = (i * size) // out, -(-((i + 1) * size) // out)
+    k = int((end - start).max())
+    index = np.minimum(start[:, None] + np.arange(k), end[:, None] - 1)
+    weight = np.where(start[:, None] + np.arange(k) < end[:, None], 1.0 / (end - start)[:, None], 0.0)
+    return index, weight
 
 
-def _adaptive(input, output_size, name, even, cell):
+def _pooled_axis(x, dim, out, reduce):
+    """`x` pooled along `dim` into `out` adaptive windows: the windows gathered at once (one index_select),
+    then `reduce(gathered, index, weight, window_dim)`."""
+    index, weight = _adaptive_windows(x.shape[dim], out)
+    gathered = x.index_select(dim, creation.from_numpy(index.reshape(-1)))
+    shape = list(x.shape)
+    shape[dim:dim + 1] = index.shape
+    return reduce(gathered.reshape(shape), weight, dim + 1)
+
+
+def _mean_of_window(gathered, weight, dim):
+    w = creation.from_numpy(weight.astype(gathered.dtype.np)).reshape(weight.shape + (1,) * (gathered.ndim - dim - 1))
+    return (gathered * w).sum(dim=dim)
+
+
+def _max_of_window(gathered, weight, dim):
+    return gathered.gather(dim, gathered.argmax(dim=dim, keepdim=True)).squeeze(dim)
+
+
+def _adaptive(input, output_size, name, even, reduce):
     """PyTorch's adaptive windows: cell i covers [floor(i*H/out), ceil((i+1)*H/out)) (None keeps the
-    size). Sizes that divide the input are one pooling `even(input, kernel)`; others reduce one slice per
-    output cell with `cell(slice)`."""
+    size). Sizes that divide the input are one pooling `even(input, kernel)`; others pool the rows, then
+    the columns, each through one gather of every window (`_pooled_axis`)."""
     out_hw = tuple(output_size) if isinstance(output_size, (list, tuple)) else pair(output_size, name)
+    if len(out_hw) != 2 or not all(o is None or (isinstance(o, int) and o > 0) for o in out_hw):
+        raise ValueError(f"{name} must be a positive int or two of them (None keeps a size), got {output_size!r}")
+    if input.ndim not in (3, 4):
+        raise ValueError(f"{name.split(':')[0]}: expected (N, C, H, W) or (C, H, W), got shape {input.shape}")
     H, W = input.shape[-2:]
     oh, ow = (size if o is None else o for o, size in zip(out_hw, (H, W)))
     if H % oh == 0 and W % ow == 0:
         return even(input, (H // oh, W // ow))
-    rows = []
-    for r0, r1 in _adaptive_bounds(H, oh):
-        rows.append(stack([cell(input[..., r0:r1, c0:c1]) for c0, c1 in _adaptive_bounds(W, ow)], dim=-1))
-    return stack(rows, dim=-2)
+    rows = _pooled_axis(input, input.ndim - 2, oh, reduce)
+    return _pooled_axis(rows, rows.ndim - 1, ow, reduce)
 
 
 def adaptive_avg_pool2d(input, output_size):
     """Means over PyTorch's adaptive windows."""
     return _adaptive(input, output_size, "adaptive_avg_pool2d: output_size", lambda x, k: avg_pool2d(x, k, k),
-                     lambda piece: piece.mean(dim=(-2, -1)))
+                     _mean_of_window)
 
 
 def adaptive_avg_pool1d(input, output_size):
@@ -176,8 +208,7 @@ def adaptive_avg_pool1d(input, output_size):
 
 
 def adaptive_max_pool2d(input, output_size, return_indices=False):
-    """Maxima over PyTorch's adaptive windows."""
+    """Maxima over PyTorch's adaptive windows (the first largest gets the gradient, as in PyTorch)."""
     if return_indices:
         raise NotImplementedError("adaptive_max_pool2d: return_indices is not supported")
-    return _adaptive(input, output_size, "adaptive_max_pool2d: output_size", max_pool2d,
-                     lambda piece: piece.amax(dim=(-2, -1)))
+    return _adaptive(input, output_size, "adaptive_max_pool2d: output_size", max_pool2d, _max_of_window)
