@@ -119,3 +119,40 @@ def test_tensor_dataset_batches_are_one_selection_per_tensor_and_equal_the_stack
     (bx, by), = list(DataLoader(TensorDataset(x, y), batch_size=4, sampler=order))
     assert lt.counters()["host_reads"] == 0  # no element read per sample
     assert bx.tolist() == [x[i].tolist() for i in order] and by.tolist() == [int(y[i]) for i in order]
+
+
+def test_a_loader_over_a_random_split_of_tensors_gathers_each_batch_at_once_with_the_samples_values():
+    x = lt.tensor(np.arange(1000 * 3, dtype=np.float32).reshape(1000, 3))
+    y = lt.tensor(np.arange(1000))
+    train, _ = random_split(TensorDataset(x, y), [0.8, 0.2], generator=lt.Generator().manual_seed(0))
+    inner = Subset(train, list(range(10, 600)))  # a Subset of a Subset too
+    for data in (train, inner):
+        xb, yb = next(iter(DataLoader(data, batch_size=128, shuffle=True, generator=lt.Generator().manual_seed(1))))
+        assert lt.graph(xb).number_of_nodes() <= 3  # the tensor, the rows, one index_select
+        order = list(RandomSampler(data, generator=lt.Generator().manual_seed(1)))[:128]
+        assert xb.tolist() == [data[i][0].tolist() for i in order]
+        assert yb.tolist() == [int(data[i][1]) for i in order]
+
+
+def test_a_subset_fetches_a_batch_through_its_datasets_getitems():
+    class Batched(Dataset):
+        def __init__(self):
+            self.calls = []
+
+        def __len__(self):
+            return 10
+
+        def __getitem__(self, i):
+            raise AssertionError("fetched one at a time")
+
+        def __getitems__(self, indices):
+            self.calls.append(list(indices))
+            return [float(i) for i in indices]
+    base = Batched()
+    batch = next(iter(DataLoader(Subset(base, [9, 8, 7, 6]), batch_size=3)))
+    assert batch.tolist() == [9.0, 8.0, 7.0] and base.calls == [[9, 8, 7]]
+
+
+def test_shuffling_an_empty_dataset_is_refused_when_the_loader_is_made():
+    with pytest.raises(ValueError, match="the dataset is empty"):
+        DataLoader(TensorDataset(lt.zeros(0, 2)), batch_size=4, shuffle=True)

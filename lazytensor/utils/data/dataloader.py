@@ -10,7 +10,7 @@ import numpy as np
 from ...creation import tensor
 from ...shape_ops import stack
 from ...tensor import Tensor
-from .dataset import IterableDataset, TensorDataset
+from .dataset import IterableDataset, Subset, TensorDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler
 
 
@@ -47,6 +47,25 @@ def default_convert(data):
         return type(data)(default_convert(v) for v in data) if not hasattr(data, "_fields") \
             else type(data)(*(default_convert(v) for v in data))
     return data
+
+
+def _tensor_rows(dataset):
+    """(the TensorDataset under `dataset`, the row of it each index of `dataset` reads, or None for the
+    rows themselves) when `dataset` is a TensorDataset or Subsets of one (random_split's); (None, None)
+    otherwise."""
+    positions = None
+    while type(dataset) is Subset:
+        own = np.fromiter((int(i) for i in dataset.indices), np.int64, len(dataset.indices))
+        positions = own if positions is None else own[positions]
+        dataset = dataset.dataset
+    if type(dataset) is not TensorDataset:
+        return None, None
+    if positions is not None:
+        n = len(dataset)
+        if positions.size and (positions.min() < -n or positions.max() >= n):
+            return None, None  # let indexing say which index is out of range
+        positions = np.where(positions < 0, positions + n, positions)
+    return dataset, positions
 
 
 def get_worker_info():
@@ -99,12 +118,13 @@ class DataLoader:
                     return
                 yield self.collate_fn(batch)
         elif self.batch_sampler is not None:
-            whole = type(self.dataset) is TensorDataset and self.collate_fn is default_collate
+            base, positions = _tensor_rows(self.dataset) if self.collate_fn is default_collate else (None, None)
             fetch = getattr(self.dataset, "__getitems__", None)
             for indices in self.batch_sampler:
-                if whole:  # the rows of each tensor in one index_select: the stack of the samples, one node
-                    rows = tensor(np.asarray(indices, dtype=np.int64))
-                    yield [t.index_select(0, rows) for t in self.dataset.tensors]
+                if base is not None:  # the rows of each tensor in one index_select: the samples' stack, one node
+                    rows = np.asarray(indices, dtype=np.int64)
+                    rows = tensor(rows if positions is None else positions[rows])
+                    yield [t.index_select(0, rows) for t in base.tensors]
                     continue
                 samples = fetch(indices) if fetch else [self.dataset[i] for i in indices]
                 yield self.collate_fn(samples)

@@ -48,6 +48,14 @@ class Subset(Dataset):
             return self.dataset[[self.indices[i] for i in index]]
         return self.dataset[self.indices[index]]
 
+    def __getitems__(self, indices):
+        """The samples at `indices` (PyTorch's batch protocol: the underlying dataset's own
+        `__getitems__` when it has one)."""
+        fetch = getattr(self.dataset, "__getitems__", None)
+        if fetch is not None:
+            return fetch([self.indices[i] for i in indices])
+        return [self.dataset[self.indices[i]] for i in indices]
+
     def __len__(self):
         return len(self.indices)
 

@@ -38,6 +38,9 @@ class RandomSampler(Sampler):
         self._num_samples = num_samples
         if num_samples is not None and (not isinstance(num_samples, int) or num_samples <= 0):
             raise ValueError(f"RandomSampler: num_samples must be a positive integer, got {num_samples!r}")
+        if self.num_samples <= 0:  # as PyTorch: an empty dataset cannot be shuffled, said where it is made
+            raise ValueError("RandomSampler: the dataset is empty (num_samples=0); shuffle needs at least one "
+                             "sample")
 
     @property
     def num_samples(self):
