@@ -153,3 +153,55 @@ def test_bool_arithmetic_that_numpy_rejects():
 def test_negative_sizes():
     with pytest.raises(ValueError, match="negative size"):
         lt.zeros(2, -1)
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda F: F.conv2d(lt.ones(1, 1, 5, 5), lt.ones(1, 1, 3, 3), stride=0), "conv2d"),
+    (lambda F: F.conv1d(lt.ones(1, 1, 5), lt.ones(1, 1, 3), stride=0), "conv1d"),
+    (lambda F: F.max_pool2d(lt.ones(1, 1, 4, 4), 2, stride=0), "max_pool2d"),
+    (lambda F: F.avg_pool2d(lt.ones(1, 1, 4, 4), 0), "avg_pool2d"),
+    (lambda F: F.max_pool2d(lt.ones(1, 1, 4, 4), 0), "max_pool2d"),
+    (lambda F: F.max_pool1d(lt.ones(1, 1, 4), 2, stride=0), "max_pool1d"),
+    (lambda F: F.avg_pool1d(lt.ones(1, 1, 4), 0), "avg_pool1d"),
+])
+def test_a_zero_stride_or_kernel_in_a_convolution_or_pooling_is_a_value_error_naming_the_function(call, name):
+    with pytest.raises(ValueError, match=rf"^{name}: kernel, stride and dilation must be positive"):
+        call(lt.nn.functional)
+
+
+def test_a_one_dimensional_pooling_names_itself_in_its_errors():
+    with pytest.raises(ValueError, match=r"^max_pool1d: padding \(2, 2\)|^max_pool1d: padding"):
+        lt.nn.functional.max_pool1d(lt.ones(1, 1, 8), 2, padding=2)
+    with pytest.raises(NotImplementedError, match="^avg_pool1d: ceil_mode"):
+        lt.nn.functional.avg_pool1d(lt.ones(1, 1, 8), 2, ceil_mode=True)
+
+
+def test_an_lstm_given_a_tensor_for_hx_says_it_needs_the_pair():
+    lstm = lt.nn.LSTM(3, 4)
+    with pytest.raises(TypeError, match=r"LSTM: hx must be a tuple \(h_0, c_0\) of two tensors, got a Tensor"):
+        lstm(lt.ones(5, 2, 3), lt.zeros(1, 2, 4))
+
+
+def test_a_gru_over_an_empty_sequence_says_the_sequence_is_empty():
+    with pytest.raises(ValueError, match="GRU: the input sequence is empty"):
+        lt.nn.GRU(3, 4)(lt.ones(0, 2, 3))
+
+
+@pytest.mark.parametrize("make", [
+    lambda nn, **kw: nn.Linear(3, 2, **kw), lambda nn, **kw: nn.Conv2d(1, 2, 3, **kw),
+    lambda nn, **kw: nn.Conv1d(1, 2, 3, **kw), lambda nn, **kw: nn.RNN(3, 4, **kw), lambda nn, **kw: nn.LSTM(3, 4, **kw),
+    lambda nn, **kw: nn.GRU(3, 4, **kw), lambda nn, **kw: nn.GRUCell(3, 4, **kw),
+    lambda nn, **kw: nn.LSTMCell(3, 4, **kw), lambda nn, **kw: nn.RNNCell(3, 4, **kw),
+    lambda nn, **kw: nn.Embedding(5, 3, **kw), lambda nn, **kw: nn.LayerNorm(4, **kw),
+    lambda nn, **kw: nn.RMSNorm(4, **kw), lambda nn, **kw: nn.PReLU(**kw),
+    lambda nn, **kw: nn.MultiheadAttention(4, 2, **kw), lambda nn, **kw: nn.TransformerEncoderLayer(4, 2, 8, **kw),
+], ids=lambda f: "")
+def test_every_module_with_parameters_takes_pytorchs_dtype_and_device_arguments(make):
+    module = make(lt.nn, dtype=lt.float64, device="cpu")
+    assert {p.dtype for p in module.parameters()} == {lt.float64}
+    assert {p.dtype for p in make(lt.nn).parameters()} == {lt.float32}
+
+
+def test_a_module_refuses_an_integer_dtype_for_its_parameters():
+    with pytest.raises(TypeError, match="Linear: dtype must be a floating-point dtype"):
+        lt.nn.Linear(3, 2, dtype=lt.int64)

@@ -67,11 +67,12 @@ Softmin = _simple("Softmin", A.softmin, "softmax of -x along dim.", dim=None)
 class PReLU(Module):
     """x where positive, a * x elsewhere, with a learned slope `a` (one, or one per channel, axis 1)."""
 
-    def __init__(self, num_parameters=1, init=0.25):
+    def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
         super().__init__()
         self.num_parameters = num_parameters
         with grad_mode.no_grad():
             self.weight = Parameter(full((num_parameters,), float(init)))
+        self._factory(device, dtype)
 
     def forward(self, x):
         w = self.weight

@@ -17,7 +17,7 @@ class MultiheadAttention(Module):
     scaled_dot_product_attention's); a float mask is added to the scores."""
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
-                 kdim=None, vdim=None, batch_first=False):
+                 kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
         super().__init__()
         if embed_dim % num_heads:
             raise ValueError(f"MultiheadAttention: embed_dim {embed_dim} must be divisible by num_heads {num_heads}")
@@ -42,6 +42,7 @@ class MultiheadAttention(Module):
         if bias:
             with grad_mode.no_grad():
                 self.out_proj.bias = Parameter(zeros(embed_dim))
+        self._factory(device, dtype)
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):

@@ -10,7 +10,7 @@ from .module import Module, Parameter
 
 class _ConvNd(Module):
     def __init__(self, n, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                 padding_mode):
+                 padding_mode, device=None, dtype=None):
         super().__init__()
         if padding_mode != "zeros":
             raise NotImplementedError(f"Conv{n}d: padding_mode={padding_mode!r}; only 'zeros' is supported")
@@ -27,6 +27,7 @@ class _ConvNd(Module):
             self.weight = Parameter(uniform(out_channels, in_channels // groups, *self.kernel_size, low=-bound,
                                             high=bound))
             self.bias = Parameter(uniform(out_channels, low=-bound, high=bound)) if bias else None
+        self._factory(device, dtype)
 
     def extra_repr(self):
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
@@ -39,7 +40,7 @@ class Conv1d(_ConvNd):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
                  bias=True, padding_mode="zeros", device=None, dtype=None):
         super().__init__(1, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         padding_mode)
+                         padding_mode, device, dtype)
 
     def forward(self, x):
         return W.conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
@@ -49,7 +50,7 @@ class Conv2d(_ConvNd):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
                  bias=True, padding_mode="zeros", device=None, dtype=None):
         super().__init__(2, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         padding_mode)
+                         padding_mode, device, dtype)
 
     def forward(self, x):
         return W.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)

@@ -14,13 +14,14 @@ from .module import Module, Parameter
 class Linear(Module):
     """y = x @ W.T + b, W of shape (out, in); PyTorch's init: U(-1/sqrt(in), 1/sqrt(in))."""
 
-    def __init__(self, in_features, out_features, bias=True):
+    def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
         bound = 1.0 / math.sqrt(in_features) if in_features else 0.0
         with grad_mode.no_grad():
             self.weight = Parameter(uniform(out_features, in_features, low=-bound, high=bound))
             self.bias = Parameter(uniform(out_features, low=-bound, high=bound)) if bias else None
+        self._factory(device, dtype)
 
     def forward(self, x):
         return F.linear(x, self.weight, self.bias)
@@ -32,11 +33,12 @@ class Linear(Module):
 class Embedding(Module):
     """Row lookup in a (num_embeddings, embedding_dim) table, initialized N(0, 1)."""
 
-    def __init__(self, num_embeddings, embedding_dim):
+    def __init__(self, num_embeddings, embedding_dim, *, device=None, dtype=None):
         super().__init__()
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         with grad_mode.no_grad():
             self.weight = Parameter(randn(num_embeddings, embedding_dim))
+        self._factory(device, dtype)
 
     def forward(self, idx):
         return F.embedding(idx, self.weight)
@@ -48,12 +50,13 @@ class Embedding(Module):
 class LayerNorm(Module):
     """Normalize over the last dims to mean 0, variance 1 (biased), then scale and shift."""
 
-    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True):
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, device=None, dtype=None):
         super().__init__()
         self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         self.eps = eps
         self.weight = Parameter(ones(*self.normalized_shape)) if elementwise_affine else None
         self.bias = Parameter(zeros(*self.normalized_shape)) if elementwise_affine and bias else None
+        self._factory(device, dtype)
 
     def forward(self, x):
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -81,11 +84,12 @@ class Dropout(Module):
 class RMSNorm(Module):
     """x / sqrt(mean(x^2 over the trailing dims) + eps) * weight; eps None: the dtype's machine epsilon."""
 
-    def __init__(self, normalized_shape, eps=None, elementwise_affine=True):
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None, dtype=None):
         super().__init__()
         self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         self.eps = eps
         self.weight = Parameter(ones(*self.normalized_shape)) if elementwise_affine else None
+        self._factory(device, dtype)
 
     def forward(self, x):
         dims = tuple(range(x.ndim - len(self.normalized_shape), x.ndim))

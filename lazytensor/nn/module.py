@@ -233,6 +233,14 @@ class Module:
                     t.grad = None
         return self
 
+    def _factory(self, device=None, dtype=None):
+        """PyTorch's factory arguments of a module's constructor: the parameters and buffers it made,
+        converted to `dtype` (a float dtype) and copied to `device`, when given."""
+        if dtype is not None and not dtypes.as_dtype(dtype).is_floating_point:
+            raise TypeError(f"{type(self).__name__}: dtype must be a floating-point dtype, got {dtype}")
+        if device is not None or dtype is not None:
+            self.to(device=device, dtype=dtype)
+
     def half(self):
         return self._cast(dtypes.float16)
 

@@ -8,6 +8,7 @@ from .. import grad_mode
 from ..creation import zeros
 from ..random import uniform
 from ..shape_ops import cat, stack
+from ..tensor import Tensor
 from . import functional as F
 from .module import Module, Parameter
 
@@ -62,6 +63,7 @@ class RNNBase(Module):
                     if bias:
                         setattr(self, f"bias_ih_l{layer}{suffix}", _uniform_parameter((gates,), bound))
                         setattr(self, f"bias_hh_l{layer}{suffix}", _uniform_parameter((gates,), bound))
+        self._factory(device, dtype)
 
     def _weights(self, layer, suffix):
         get = self._parameters.get
@@ -82,7 +84,16 @@ class RNNBase(Module):
         directions = 2 if self.bidirectional else 1
         lstm = self.mode == "LSTM"
         h0 = c0 = None
+        if L == 0:
+            raise ValueError(f"{type(self).__name__}: the input sequence is empty (length 0); PyTorch needs at "
+                             f"least one step too")
         if hx is not None:
+            if lstm and not (isinstance(hx, (tuple, list)) and len(hx) == 2):
+                got = f"{type(hx).__name__} of length {len(hx)}" if isinstance(hx, (tuple, list)) else \
+                    type(hx).__name__
+                raise TypeError(f"LSTM: hx must be a tuple (h_0, c_0) of two tensors, got a {got}")
+            if not lstm and not isinstance(hx, Tensor):
+                raise TypeError(f"{type(self).__name__}: hx must be a tensor h_0, got {type(hx).__name__}")
             h0, c0 = hx if lstm else (hx, None)
             if unbatched:
                 h0 = h0.unsqueeze(1)
@@ -141,7 +152,7 @@ class RNN(RNNBase):
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"RNN: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
         super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size, hidden_size, num_layers,
-                         bias, batch_first, dropout, bidirectional)
+                         bias, batch_first, dropout, bidirectional, device=device, dtype=dtype)
         self.nonlinearity = nonlinearity
 
 
@@ -151,7 +162,7 @@ class LSTM(RNNBase):
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
                  bidirectional=False, proj_size=0, device=None, dtype=None):
         super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
-                         proj_size)
+                         proj_size, device, dtype)
 
 
 class GRU(RNNBase):
@@ -159,11 +170,12 @@ class GRU(RNNBase):
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
                  bidirectional=False, device=None, dtype=None):
-        super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional)
+        super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
+                         device=device, dtype=dtype)
 
 
 class RNNCellBase(Module):
-    def __init__(self, mode, input_size, hidden_size, bias=True):
+    def __init__(self, mode, input_size, hidden_size, bias=True, device=None, dtype=None):
         super().__init__()
         self.mode, self.input_size, self.hidden_size, self.bias = mode, input_size, hidden_size, bias
         gates = _GATES[mode] * hidden_size
@@ -173,6 +185,7 @@ class RNNCellBase(Module):
             self.weight_hh = _uniform_parameter((gates, hidden_size), bound)
             self.bias_ih = _uniform_parameter((gates,), bound) if bias else None
             self.bias_hh = _uniform_parameter((gates,), bound) if bias else None
+        self._factory(device, dtype)
 
     def _step(self, input, h, c):
         unbatched = input.ndim == 1
@@ -201,7 +214,8 @@ class RNNCell(RNNCellBase):
     def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None, dtype=None):
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"RNNCell: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
-        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size, hidden_size, bias)
+        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size, hidden_size, bias,
+                         device, dtype)
 
     def forward(self, input, hx=None):
         return self._step(input, hx, None)[0]
@@ -209,7 +223,7 @@ class RNNCell(RNNCellBase):
 
 class LSTMCell(RNNCellBase):
     def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
-        super().__init__("LSTM", input_size, hidden_size, bias)
+        super().__init__("LSTM", input_size, hidden_size, bias, device, dtype)
 
     def forward(self, input, hx=None):
         """(h', c') from input and (h, c) (zeros when None)."""
@@ -219,7 +233,7 @@ class LSTMCell(RNNCellBase):
 
 class GRUCell(RNNCellBase):
     def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
-        super().__init__("GRU", input_size, hidden_size, bias)
+        super().__init__("GRU", input_size, hidden_size, bias, device, dtype)
 
     def forward(self, input, hx=None):
         return self._step(input, hx, None)[0]

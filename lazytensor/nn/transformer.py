@@ -49,6 +49,7 @@ class TransformerEncoderLayer(Module):
         super().__init__()
         _build(self, ("self_attn",), d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
                batch_first, norm_first, bias)
+        self._factory(device, dtype)
 
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
         x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False,
@@ -76,6 +77,7 @@ class TransformerDecoderLayer(Module):
         super().__init__()
         _build(self, ("self_attn", "multihead_attn"), d_model, nhead, dim_feedforward, dropout, activation,
                layer_norm_eps, batch_first, norm_first, bias)
+        self._factory(device, dtype)
 
     def _sa_block(self, x, mask, padding, is_causal):
         return self.dropout1(self.self_attn(x, x, x, attn_mask=mask, key_padding_mask=padding, need_weights=False,
@@ -158,6 +160,7 @@ class Transformer(Module):
             self.decoder = TransformerDecoder(layer, num_decoder_layers, LayerNorm(d_model, eps=layer_norm_eps,
                                                                                    bias=bias))
         self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
+        self._factory(device, dtype)
         for p in self.parameters():
             if p.ndim > 1:
                 xavier_uniform_(p)

@@ -21,19 +21,20 @@ def pair(value, name, n=2):
     return (value,) * n
 
 
-def windows(x, kernel, stride, padding, dilation, pad_value=0.0):
-    """(C, kh, kw, N, Ho, Wo): every window of the (N, C, H, W) tensor `x`, channels and offsets first."""
+def windows(x, kernel, stride, padding, dilation, pad_value=0.0, name="conv2d"):
+    """(C, kh, kw, N, Ho, Wo): every window of the (N, C, H, W) tensor `x`, channels and offsets first;
+    ValueError naming `name` (the user's function) for a bad geometry."""
     N, C, H, W = x.shape
     kh, kw = kernel
     (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    if min(kh, kw, sh, sw, dh, dw) < 1 or min(ph, pw) < 0:
+        raise ValueError(f"{name}: kernel, stride and dilation must be positive and padding non-negative, got "
+                         f"kernel {kernel}, stride {stride}, padding {padding}, dilation {dilation}")
     Ho = (H + 2 * ph - dh * (kh - 1) - 1) // sh + 1
     Wo = (W + 2 * pw - dw * (kw - 1) - 1) // sw + 1
-    if min(kh, kw, sh, sw, dh, dw) < 1 or min(ph, pw) < 0:
-        raise ValueError(f"kernel, stride and dilation must be positive and padding non-negative, got kernel "
-                         f"{kernel}, stride {stride}, padding {padding}, dilation {dilation}")
     if Ho < 1 or Wo < 1:
-        raise ValueError(f"the input's spatial size {(H, W)} (padded by {padding}) is smaller than the kernel "
-                         f"{kernel} (dilation {dilation})")
+        raise ValueError(f"{name}: the input's spatial size {(H, W)} (padded by {padding}) is smaller than the "
+                         f"kernel {kernel} (dilation {dilation})")
     attrs = {"kernel": (kh, kw), "stride": (sh, sw), "padding": (ph, pw), "dilation": (dh, dw),
              "pad_value": float(pad_value)}
     return Tensor._from_op("im2col", (x,), attrs, (C, kh, kw, N, Ho, Wo), x.dtype)
@@ -52,7 +53,7 @@ def _padding(padding, kernel, dilation, stride, name):
     return pair(padding, f"{name}: padding", len(kernel))
 
 
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, _name="conv2d"):
     """PyTorch's F.conv2d: (N, C, H, W) (or unbatched (C, H, W)) with weight (O, C/groups, kh, kw)."""
     if input.ndim == 3:
         return conv2d(input.unsqueeze(0), weight, bias, stride, padding, dilation, groups).squeeze(0)
@@ -64,9 +65,9 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     if groups < 1 or C % groups or O % groups or Cg != C // groups:
         raise ValueError(f"conv2d: input has {C} channels, weight {weight.shape} with groups={groups} expects "
                          f"{Cg * groups}")
-    stride, dilation = pair(stride, "conv2d: stride"), pair(dilation, "conv2d: dilation")
-    padding = _padding(padding, (kh, kw), dilation, stride, "conv2d")
-    cols = windows(input, (kh, kw), stride, padding, dilation)
+    stride, dilation = pair(stride, f"{_name}: stride"), pair(dilation, f"{_name}: dilation")
+    padding = _padding(padding, (kh, kw), dilation, stride, _name)
+    cols = windows(input, (kh, kw), stride, padding, dilation, name=_name)
     Ho, Wo = cols.shape[4:]
     if weight.dtype != input.dtype:
         raise TypeError(f"conv2d: the input is {input.dtype} and the weight {weight.dtype}; convert one (PyTorch "
@@ -87,7 +88,7 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
                          f"{weight.shape}")
     (s,), (d,) = pair(stride, "conv1d: stride", 1), pair(dilation, "conv1d: dilation", 1)
     (p,) = _padding(padding, (weight.shape[2],), (d,), (s,), "conv1d")
-    out = conv2d(input.unsqueeze(2), weight.unsqueeze(2), bias, (1, s), (0, p), (1, d), groups)
+    out = conv2d(input.unsqueeze(2), weight.unsqueeze(2), bias, (1, s), (0, p), (1, d), groups, _name="conv1d")
     return out.squeeze(2)
 
 
@@ -105,14 +106,15 @@ def _batched(pool, x, ndim):
     return pool(x.unsqueeze(0)).squeeze(0) if x.ndim == ndim - 1 else pool(x)
 
 
-def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False,
+               _name="max_pool2d"):
     """The largest value of each window (the first one, for gradients, as PyTorch picks)."""
     if ceil_mode or return_indices:
-        raise NotImplementedError("max_pool2d: ceil_mode and return_indices are not supported")
-    kernel, stride, padding, dilation = _pool_args("max_pool2d", kernel_size, stride, padding, dilation, 2)
+        raise NotImplementedError(f"{_name}: ceil_mode and return_indices are not supported")
+    kernel, stride, padding, dilation = _pool_args(_name, kernel_size, stride, padding, dilation, 2)
 
     def pool(x):
-        cols = windows(x, kernel, stride, padding, dilation, pad_value=-math.inf)
+        cols = windows(x, kernel, stride, padding, dilation, pad_value=-math.inf, name=_name)
         C, kh, kw, N, Ho, Wo = cols.shape
         flat = cols.reshape(C, kh * kw, N, Ho, Wo)
         return flat.gather(1, flat.argmax(dim=1, keepdim=True)).squeeze(1).permute(1, 0, 2, 3)
@@ -120,31 +122,33 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-               divisor_override=None):
+               divisor_override=None, _name="avg_pool2d"):
     """The mean of each window (padding counted as zeros, PyTorch's default)."""
     if ceil_mode or not count_include_pad:
-        raise NotImplementedError("avg_pool2d: ceil_mode and count_include_pad=False are not supported")
-    kernel, stride, padding, dilation = _pool_args("avg_pool2d", kernel_size, stride, padding, 1, 2)
+        raise NotImplementedError(f"{_name}: ceil_mode and count_include_pad=False are not supported")
+    kernel, stride, padding, dilation = _pool_args(_name, kernel_size, stride, padding, 1, 2)
 
     def pool(x):
-        total = windows(x, kernel, stride, padding, dilation).sum(dim=(1, 2)).permute(1, 0, 2, 3)
+        total = windows(x, kernel, stride, padding, dilation, name=_name).sum(dim=(1, 2)).permute(1, 0, 2, 3)
         return total / float(divisor_override or kernel[0] * kernel[1])
     return _batched(pool, input, 4)
 
 
-def _as_2d(pool1d_args):
+def _as_1d(pool2d, name):
+    """`pool2d` over (N, C, L) inputs as windows of height 1, its errors naming `name`."""
     def pool1d(input, kernel_size, stride=None, padding=0, *rest, **kwargs):
-        k, = pair(kernel_size, "kernel_size", 1)
-        s = None if stride is None else pair(stride, "stride", 1)[0]
-        p, = pair(padding, "padding", 1)
-        x = input.unsqueeze(-2)
-        out = pool1d_args(x, (1, k), None if s is None else (1, s), (0, p), *rest, **kwargs)
+        k, = pair(kernel_size, f"{name}: kernel_size", 1)
+        s = None if stride is None else pair(stride, f"{name}: stride", 1)[0]
+        p, = pair(padding, f"{name}: padding", 1)
+        out = pool2d(input.unsqueeze(-2), (1, k), None if s is None else (1, s), (0, p), *rest, _name=name, **kwargs)
         return out.squeeze(-2)
+    pool1d.__name__ = name
+    pool1d.__doc__ = f"PyTorch's F.{name}: {pool2d.__name__} over windows of height 1."
     return pool1d
 
 
-max_pool1d = _as_2d(max_pool2d)
-avg_pool1d = _as_2d(avg_pool2d)
+max_pool1d = _as_1d(max_pool2d, "max_pool1d")
+avg_pool1d = _as_1d(avg_pool2d, "avg_pool1d")
 
 
 def _adaptive_windows(size, out):
