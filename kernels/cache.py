@@ -27,6 +27,13 @@ def cache_root():
     return root
 
 
+def kept_between_runs():
+    """Whether compiled kernels outlive this process (False: the root could not be written, and a
+    temporary stand-in, already announced on stderr, is used)."""
+    configured = settings.get("cache_dir")
+    return cache_root() == configured
+
+
 def cache_path(kind):
     """The folder for one kind of compiled artifact, e.g. cache_path("cuda")."""
     return os.path.join(cache_root(), kind)

@@ -45,9 +45,9 @@ def devices():
     return _devices.describe()
 
 
-def kernel_cache_dir(kind="numba"):
+def kernel_cache_dir(kind=None):
     """Where compiled kernels are kept between runs: LAZYTENSOR_CACHE_DIR, else ~/.cache/lazytensor
-    (or $XDG_CACHE_HOME/lazytensor), one folder per `kind` ("numba", "fused", "cuda")."""
+    (or $XDG_CACHE_HOME/lazytensor); with `kind` ("numba", "fused", "cuda"), that kind's subfolder."""
     return _devices.kernel_cache_dir(kind)
 
 

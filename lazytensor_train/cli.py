@@ -83,6 +83,7 @@ def _train_parser(sub):
                    help="train data-parallel on N processes of this machine: runs mpiexec -n N lazytensor "
                         "train with the other options (needs lazytensor[mpi]; on a cluster call mpiexec)")
     p.add_argument("--stop-dir", help=argparse.SUPPRESS)  # set by --nproc's launcher for its ranks
+    return p
 
 
 def main(argv=None):
@@ -90,9 +91,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="lazytensor", description=__doc__)
     parser.add_argument("--version", action="version", version=f"lazytensor {__version__}")
     sub = parser.add_subparsers(dest="command")
-    sub.add_parser("demo", help="build a small lazy graph, print it and its realized result")
-    _train_parser(sub)
-    args = parser.parse_args(argv)
+    demo_parser = sub.add_parser("demo", help="build a small lazy graph, print it and its realized result")
+    train_parser = _train_parser(sub)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # said by the subcommand's parser, so its usage (and the closest flag) is what is shown
+        _unknown_arguments({"train": train_parser, "demo": demo_parser}.get(args.command, parser), unknown)
     if args.command in (None, "demo"):
         demo()
         return 0
@@ -101,6 +104,16 @@ def main(argv=None):
             return _launch_ranks(args.nproc, sys.argv[1:] if argv is None else argv)
         return _train(args)
     parser.error(f"unknown command {args.command}")
+
+
+def _unknown_arguments(parser, unknown):
+    """Exit 2 through `parser.error`, naming the unrecognized arguments and the closest known flag."""
+    import difflib
+    flags = [o for action in parser._actions for o in action.option_strings if action.help != argparse.SUPPRESS]
+    first = unknown[0].split("=", 1)[0]
+    close = difflib.get_close_matches(first, flags, n=1) if first.startswith("-") else []
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    parser.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
 
 
 def _without_nproc(argv):

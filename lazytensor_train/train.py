@@ -169,7 +169,7 @@ def _compile_note(out):
     def note():
         if _ranks()[0] == 0:
             print(f"compiling the CPU kernels: once per machine and version (tens of seconds); they are kept "
-                  f"in {os.path.dirname(kernel_cache_dir())} for later runs", file=out, flush=True)
+                  f"in {kernel_cache_dir()} for later runs", file=out, flush=True)
     return when_compiling(note)
 
 

@@ -184,6 +184,42 @@ def check_all():
         get(var.name)
 
 
+class UnknownSettingWarning(UserWarning):
+    """A LAZYTENSOR_* variable is set that lazytensor does not read (a misspelt name)."""
+
+
+def unknown_variables():
+    """[(name, the closest known name or None)] for each LAZYTENSOR_* variable set in the environment
+    that no setting reads (except the test suite's own, whose names go on with TEST_)."""
+    import difflib
+    out = []
+    for name in sorted(os.environ):
+        if name.startswith("LAZYTENSOR_") and name not in _BY_NAME and not name[11:].startswith("TEST_"):
+            close = difflib.get_close_matches(name, list(_BY_NAME), n=1, cutoff=0.6)
+            out.append((name, close[0] if close else None))
+    return out
+
+
+def check_at_start():
+    """When the engine starts (its first computation): ValueError for a variable whose value it cannot
+    use, whether or not this program will read it, and one UnknownSettingWarning for each unknown name."""
+    import warnings
+    check_all()
+    for name, close in unknown_variables():
+        hint = f"; did you mean {close}?" if close else f"; the settings are {', '.join(_BY_NAME)}"
+        warnings.warn(f"{name} is not a lazytensor setting and is ignored{hint}", UnknownSettingWarning,
+                      stacklevel=_user_stacklevel())
+
+
+def _user_stacklevel():
+    """warnings.warn's stacklevel that names the first caller outside lazytensor (the user's line)."""
+    import sys
+    frame, level = sys._getframe(2), 2
+    while frame is not None and str(frame.f_globals.get("__name__", "")).startswith("lazytensor"):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def default_cache_dir():
     """LAZYTENSOR_CACHE_DIR, else $XDG_CACHE_HOME/lazytensor, else ~/.cache/lazytensor."""
     return get("LAZYTENSOR_CACHE_DIR") or os.path.join(

@@ -12,7 +12,8 @@ import os
 import sys
 import weakref
 
-from ..kernels.cache import cache_path
+from ..kernels.cache import cache_path, kept_between_runs
+from ..kernels.cpu.numba_cache import announce_first_compile as numba_announce_first_compile
 from ..kernels.cpu.numba_cache import first_compile as numba_first_compile
 from . import config, host_malloc
 from .backends.cuda_driver import open_driver
@@ -75,9 +76,20 @@ def first_compile(callback):
     return numba_first_compile(callback)
 
 
-def kernel_cache_dir(kind="numba"):
-    """The folder where compiled kernels of `kind` (numba, fused, cuda) are kept between processes."""
-    return cache_path(kind)
+def _compile_notice():
+    """One line on stderr as this process first compiles CPU kernels: the wait that follows is once per
+    machine and version, not every run (none where the cache cannot be written: that line said so)."""
+    if not kept_between_runs():
+        return
+    print(f"lazytensor: compiling CPU kernels not in the cache yet (once per machine and version; tens of "
+          f"seconds on the first run); they are kept in {kernel_cache_dir()}", file=sys.stderr,
+          flush=True)
+
+
+def kernel_cache_dir(kind=None):
+    """The folder where compiled kernels are kept between processes, or its subfolder for one `kind`
+    (numba, fused, cuda)."""
+    return os.path.dirname(cache_path("numba")) if kind is None else cache_path(kind)
 
 
 def _host_chain():
@@ -96,8 +108,11 @@ def host_chain():
     """The host backends tried in order (see _host_chain), the same tuple for the whole process."""
     global _HOST_CHAIN
     if _HOST_CHAIN is None:
+        config.check_at_start()  # a bad or misspelt LAZYTENSOR_* variable is said at the first computation
         host_malloc.apply_if_asked()  # the engine starts: LAZYTENSOR_MALLOC=tuned applies now
         _HOST_CHAIN = _host_chain()
+        if any(b.name == "numba" for b in _HOST_CHAIN):
+            numba_announce_first_compile(_compile_notice)
     return _HOST_CHAIN
 
 

@@ -80,7 +80,8 @@ def test_the_kernel_cache_follows_the_variable_when_it_changes(monkeypatch, tmp_
     assert lt.kernel_cache_dir("fused") == str(tmp_path / "fused")
     monkeypatch.delenv("LAZYTENSOR_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert lt.kernel_cache_dir() == str(tmp_path / "xdg" / "lazytensor" / "numba")
+    assert lt.kernel_cache_dir() == str(tmp_path / "xdg" / "lazytensor")  # the folder the variable names
+    assert lt.kernel_cache_dir("numba") == str(tmp_path / "xdg" / "lazytensor" / "numba")
 
 
 def test_every_device_checks_its_offload_option_the_same_way():
@@ -140,3 +141,56 @@ def test_an_unwritable_cache_folder_is_one_line_naming_the_variable_and_kernels_
     assert done.stderr.startswith(f"lazytensor: the kernel cache folder {blocker / 'cache'} cannot be written")
     assert "set LAZYTENSOR_CACHE_DIR to a writable folder" in done.stderr and done.stderr.count("\n") == 1
     assert not Path(folder).exists()  # the stand-in folder went with the process
+
+
+def test_a_bad_value_of_a_variable_read_late_is_named_at_the_first_computation():
+    # LAZYTENSOR_LOG_RECORDS is read at the first copy, which a host-only program never makes
+    done = _python("-c", "import lazytensor as lt\n"
+                         "try:\n    print(lt.ones(3).sum().item())\nexcept ValueError as e:\n    print(e)",
+                   LAZYTENSOR_LOG_RECORDS="-3")
+    assert done.stdout.splitlines() == ["LAZYTENSOR_LOG_RECORDS must be a non-negative integer, got '-3'"], done.stderr
+
+
+def test_a_misspelt_variable_is_warned_about_once_at_the_users_line_naming_the_closest_setting(tmp_path):
+    script = tmp_path / "user.py"
+    script.write_text("import lazytensor as lt\nx = lt.ones(3)\nprint(x.sum().item())\nprint((x * 2).sum().item())\n")
+    done = _python(str(script), LAZYTENSOR_DEVISE="virtual", LAZYTENSOR_TEST_ANYTHING="1")
+    assert done.returncode == 0 and done.stdout.split() == ["3.0", "6.0"], done.stderr
+    warned = [line for line in done.stderr.splitlines() if "UnknownSettingWarning" in line]
+    assert len(warned) == 1 and warned[0].startswith(f"{script}:3: UnknownSettingWarning: LAZYTENSOR_DEVISE is not "
+                                                     f"a lazytensor setting and is ignored; did you mean "
+                                                     f"LAZYTENSOR_DEVICE?")
+    assert "LAZYTENSOR_TEST_ANYTHING" not in done.stderr
+
+
+def test_a_misspelt_train_flag_shows_trains_usage_and_the_closest_flag():
+    done = _python("-m", "lazytensor_train", "train", "--stpes", "10")
+    assert done.returncode == 2
+    assert done.stderr.startswith("usage: lazytensor train ")
+    assert done.stderr.strip().endswith("lazytensor train: error: unrecognized arguments: --stpes 10 (did you mean "
+                                        "--steps?)")
+
+
+_COMPILES = """
+import numba, lazytensor as lt
+print(lt.ones(3).sum().item(), flush=True)
+for k in (2, 3):
+    fresh = numba.njit(lambda x, k=k: x * k)  # not in any cache: numba compiles it now
+    print(fresh(1.0), flush=True)
+"""
+
+
+def test_the_first_compilation_of_a_process_is_said_once_on_stderr():
+    done = _python("-c", _COMPILES)
+    assert done.returncode == 0 and done.stdout.split() == ["3.0", "2.0", "3.0"], done.stderr
+    notes = [line for line in done.stderr.splitlines() if "compiling CPU kernels" in line]
+    assert len(notes) == 1 and notes[0].startswith("lazytensor: compiling CPU kernels not in the cache yet")
+    assert lt.kernel_cache_dir() in notes[0] or "lazytensor-kernels-" in notes[0]
+
+
+def test_a_when_compiling_block_says_it_instead_of_the_librarys_notice():
+    code = _COMPILES.replace("for k in (2, 3):", "with lt.when_compiling(lambda: print('mine', flush=True)):\n"
+                                                  " for k in (2, 3):")
+    done = _python("-c", code)
+    assert done.returncode == 0 and done.stdout.split() == ["3.0", "mine", "2.0", "3.0"], done.stdout + done.stderr
+    assert "compiling CPU kernels" not in done.stderr

@@ -76,12 +76,42 @@ class _FirstCompile(event.Listener):
         pass
 
 
+_ANNOUNCED = {"done": False, "blocks": 0}  # the process-wide notice: given yet; first_compile blocks open
+
+
+class _Announce(event.Listener):
+    """Calls `callback()` as the process's first compilation starts, unless a first_compile block is
+    open then (its own callback says it instead)."""
+
+    def __init__(self, callback):
+        self.callback = callback
+
+    def on_start(self, ev):
+        if not _ANNOUNCED["done"]:
+            _ANNOUNCED["done"] = True
+            if not _ANNOUNCED["blocks"]:
+                self.callback()
+
+    def on_end(self, ev):
+        pass
+
+
+def announce_first_compile(callback):
+    """`callback()` once per process, as numba starts the first compilation of this process (a kernel
+    loaded from the disk cache is none), unless a `first_compile` block says it instead."""
+    event.register("numba:compile", _Announce(callback))
+
+
 @contextlib.contextmanager
 def first_compile(callback):
     """Within the block, `callback()` once, as numba starts compiling a function its cache did not
     hold (a kernel loaded from the disk cache is no compilation)."""
-    with event.install_listener("numba:compile", _FirstCompile(callback)):
-        yield
+    _ANNOUNCED["blocks"] += 1
+    try:
+        with event.install_listener("numba:compile", _FirstCompile(callback)):
+            yield
+    finally:
+        _ANNOUNCED["blocks"] -= 1
 
 
 def install():
