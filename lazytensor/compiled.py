@@ -83,12 +83,18 @@ MAX_VARIANTS = 4  # captures kept per guard, told apart by the state they found 
 
 
 class _Entry:
-    """One guard's state: calls so far, its captures (`variants`), or why it runs eagerly."""
+    """One guard's state: calls so far, its captures (`variants`), or why it runs eagerly; captures
+    refused while another thread computed (`retries`)."""
 
-    __slots__ = ("calls", "variants", "eager", "keep")
+    __slots__ = ("calls", "variants", "eager", "keep", "retries")
 
     def __init__(self, keep):
-        self.calls, self.variants, self.eager, self.keep = 0, [], None, keep
+        self.calls, self.variants, self.eager, self.keep, self.retries = 0, [], None, keep, 0
+
+
+# A capture refused while another thread computed may have seen that thread's doing: it is tried again,
+# this many times, before the refusal holds for good.
+_RETRIES_WHEN_DISTURBED = 3
 
 
 class _Variant:
@@ -173,13 +179,16 @@ class CompiledFunction:
             modules, _modules_called = _modules_called, None
         self._counts["captured"] += 1
         if recorder.refused is None:
-            kept = _escaped(alive, wanted)
+            kept = _escaped(alive, wanted, recorder)
             if kept is not None:
                 recorder.refuse(refusals.KEPT_TENSORS, kept)
         if recorder.refused is not None:
             refusals.refuse(refusals.JIT, recorder.refused)
-            entry.eager = recorder.reason
             self._counts["refused"] += 1
+            if recorder.disturbed and entry.retries < _RETRIES_WHEN_DISTURBED:
+                entry.retries += 1  # another thread computed meanwhile: this capture only, try again
+                return result
+            entry.eager = recorder.reason
             warnings.warn(f"lt.jit({getattr(self.fn, '__qualname__', 'function')}): {recorder.reason}; "
                           f"it runs eagerly for these inputs", JitWarning, stacklevel=3)
             return result
@@ -314,9 +323,10 @@ def _rebuild(structure, outputs):
     return structure
 
 
-def _escaped(alive, wanted):
-    """What the call kept if it kept new realized tensors somewhere a replay would not update (only the
-    return value and `.grad` are: refusals.KEPT_TENSORS), else None."""
+def _escaped(alive, wanted, recorder):
+    """What the call kept if it kept tensors its kernels made somewhere a replay would not update (only
+    the return value and `.grad` are: refusals.KEPT_TENSORS), else None. Tensors other threads made
+    meanwhile are theirs, not the call's."""
     old, known = {id(t) for t in alive if t is not None}, set()
     stack = list(wanted)
     while stack:  # the returned values' autograd records hold their inputs: a replay returns leaves
@@ -326,7 +336,8 @@ def _escaped(alive, wanted):
             if t._grad_fn is not None:
                 stack.extend(t._grad_fn.parents)
     gc.collect()
-    kept = [o for o in _live_tensors() if id(o) not in old and id(o) not in known and o._node.buffer is not None]
+    kept = [o for o in _live_tensors() if id(o) not in old and id(o) not in known and o._node.buffer is not None
+            and recorder.made(o._node.buffer)]
     if not kept:
         return None
     shapes = ", ".join(str(t.shape) for t in kept[:3])

@@ -19,6 +19,8 @@ def realize(roots):
     if not order:
         return Schedule([])
     COUNTERS.realizations += 1
+    if capturing.anywhere():
+        capturing.other_thread_computes()
     fuser = devices.fusing_backend(chain)
     with parallel.kernels_session(order):
         if chain[0].is_host and not capturing.anywhere() and not LOG.profiling:

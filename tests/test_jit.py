@@ -291,3 +291,54 @@ def test_replays_under_any_memory_budget_compute_what_eager_steps_compute(budget
         lt.set_memory_budget(budget_kb * 1024)
         results.append(_train(compiled, steps=5))
     _same(*results)  # evictions differ (a replay holds fewer values alive); the values may not
+
+
+def test_another_thread_reading_values_during_captures_does_not_switch_the_function_off():
+    import threading
+    w = lt.tensor(np.random.default_rng(0).standard_normal((16, 16)).astype(np.float32))
+
+    @lt.jit
+    def step(x):
+        return ((x @ w).tanh() * 2).sum(dim=0)
+    x = lt.ones(4, 16)
+    expected = step.eager(x).tolist()
+    stop = threading.Event()
+
+    def reader():  # a user's monitoring thread: host reads in a loop
+        y = lt.ones(8, 8)
+        while not stop.is_set():
+            float((y * 3).sum())
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", lt.JitWarning)
+            results = [step(x).tolist() for _ in range(12)]
+    finally:
+        stop.set()
+        thread.join()
+    assert all(r == expected for r in results)
+    assert step.stats()["replayed"] > 0 and step.stats()["refused"] == 0
+
+
+def test_a_capture_refused_while_another_thread_computed_is_tried_again_at_the_next_call():
+    import threading
+    calls = []
+
+    @lt.jit
+    def step(x):
+        calls.append(1)
+        worker = threading.Thread(target=lambda: float(lt.ones(3).sum()))  # another thread computes meanwhile
+        worker.start()
+        worker.join()
+        y = x * 2
+        if len(calls) == 2:  # the first capture (after one eager warm-up call) reads the host
+            float(y.sum())
+        return y + 1
+    x = lt.ones(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", lt.JitWarning)  # a retried refusal says nothing
+        values = [step(x).tolist() for _ in range(6)]
+    assert values == [[3.0, 3.0, 3.0]] * 6
+    stats = step.stats()
+    assert stats["refused"] == 1 and stats["captured"] == 2 and stats["replayed"] >= 3

@@ -89,6 +89,7 @@ class Recorder:
         self.thread = threading.get_ident()
         self.bound, self._bound_refs = {}, []
         self.steps, self.sources, self.refused, self.reason = [], [], None, None
+        self.disturbed = False  # another thread computed during the capture (capturing.other_thread_computes)
         self._slots, self._refs, self._dynamic, self.hooks = {}, {}, {}, []
         self.seed, self.start_stream = rng.DEFAULT.seed, rng.DEFAULT.next_stream
         # The most device memory the captured (eager) call added, less the copies it uploaded: a
@@ -113,6 +114,11 @@ class Recorder:
         write, say); the first stays: `refused` (the Refusal) and `reason` (its text)."""
         if self.refused is None:
             self.refused, self.reason = refusal, refusal.says(detail)
+
+    def made(self, buffer):
+        """Whether `buffer` is a value this capture's kernels (or host views) made."""
+        slot = self._slots.get(id(buffer))
+        return slot is not None and self.sources[slot] == ("kernel",)
 
     def dynamic(self, buffer, fn):
         """Host value `buffer` (0-d, made during the call) is `fn()` at each replay."""

@@ -19,6 +19,14 @@ def anywhere():
     return _active is not None
 
 
+def other_thread_computes():
+    """Called as a thread other than the capturing one realizes something during a capture: the
+    capture is marked disturbed (what it saw may be that thread's doing, so its refusal is not final)."""
+    recorder = _active
+    if recorder is not None and recorder.thread != threading.get_ident():
+        recorder.disturbed = True
+
+
 @contextlib.contextmanager
 def into(recorder):
     """Tell `recorder` every kernel this thread runs inside the block."""
