@@ -113,9 +113,37 @@ def _tensors_by_state():
     return counts
 
 
+class ResidencyStats(dict):
+    """`lt.residency_stats()`: a dict (its keys as before) that prints as a labelled summary."""
+
+    def __str__(self):
+        lines = [f"copies: {self['uploads']} uploads ({_size(self['upload_bytes'])}), {self['downloads']} downloads "
+                 f"({_size(self['download_bytes'])}); evictions {self['evictions']}; operands already on the "
+                 f"device {self['operand_hits']}, uploaded for a kernel {self['operand_misses']}",
+                 "tensors: " + ", ".join(f"{n} {state}" for state, n in self["tensors"].items())]
+        for name, d in self["devices"].items():
+            budget = "none" if d.get("budget") is None else _size(d["budget"])
+            lines.append(f"{name}: {_size(d['bytes_resident'])} resident in {d['buffers_resident']} buffers, peak "
+                         f"{_size(d['peak_bytes'])}, budget {budget}, cached blocks {_size(d['cached_bytes'])}, "
+                         f"evicted {_size(d['evicted_bytes'])}")
+        if self["transfer_records_dropped"]:
+            lines.append(f"(the transfer log dropped {self['transfer_records_dropped']} old records; totals are exact)")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+def _size(nbytes):
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{nbytes} B"
+
+
 def residency_stats():
-    """Bytes resident now and at peak per device, budget, copies each way, evictions, hits, tensors per state."""
-    stats = LOG.totals()
+    """Bytes resident now and at peak per device, budget, copies each way, evictions, hits, tensors per
+    state: a dict (ResidencyStats) that prints as a labelled summary."""
+    stats = ResidencyStats(LOG.totals())
     per_device = {d.name: d.memory.stats() for d in _devices.all_devices()}
     stats.update({
         "devices": per_device,

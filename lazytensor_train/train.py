@@ -418,8 +418,9 @@ def _report(state, result, model, data, batch_size, block, prof):
     state.history["val_steps"].append(cfg.steps - 1)
     state.history["val_loss"].append(losses["val"])
     unigram = data.unigram_loss("val")
-    print(f"\nfinal loss: train {losses['train']:.4f}, val {losses['val']:.4f} "
-          f"(unigram baseline on val: {unigram:.4f} nats/char)", file=out)
+    print(f"\nfinal loss: train {losses['train']:.4f}, val {losses['val']:.4f} (an evaluation: "
+          f"{cfg.eval_iters} batches per split, dropout off; unigram baseline on val: {unigram:.4f} nats/char)",
+          file=out)
     sample = ""
     if cfg.sample_chars:
         prompt = data.batch("val", 1, 8)[0]

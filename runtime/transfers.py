@@ -30,6 +30,7 @@ class Transfer:
     device: str
     start_s: float
     duration_s: float       # measured by the backend (device events where it has them)
+    name: str = ""          # the parameter or buffer it is the value of ("blocks.0.attn.weight"), if any
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +60,7 @@ class TransferLog:
 
     def __init__(self, capacity=None):
         self._capacity = capacity  # None: LAZYTENSOR_LOG_RECORDS, read at the first record (not at import)
+        self.namer = None  # node id -> the name users know its value by (set by lazytensor.nn), or None
         self.profiling = 0
         self.generation = 0
         self.clear()
@@ -112,7 +114,9 @@ class TransferLog:
         `node_id`/`op` name what they belong to."""
         if self._capacity is None:
             self._bound()
-        rec = Transfer(self.transfer_count, direction, nbytes, node_id, op, reason, device, start_s, duration_s)
+        name = self.namer(node_id) if self.namer is not None else ""
+        rec = Transfer(self.transfer_count, direction, nbytes, node_id, op, reason, device, start_s, duration_s,
+                       name)
         self.transfer_count += 1
         self.records.append(rec)
         total = self.copies.get((direction, reason, device))

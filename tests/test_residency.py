@@ -283,3 +283,28 @@ def test_a_host_result_is_exclusive_only_when_it_owns_memory_no_operand_reaches(
     frozen = a * 2
     frozen.flags.writeable = False
     assert not exclusive_result(frozen, [])
+
+
+def test_residency_stats_print_as_a_labelled_summary_and_stay_a_dict(virtual):
+    virtual()
+    (lt.ones(64, 64) @ lt.ones(64, 64)).sum().item()
+    stats = lt.residency_stats()
+    assert isinstance(stats, dict) and stats["downloads"] >= 1 and "virtual" in stats["devices"]
+    text = str(stats)
+    assert text.startswith("copies: ") and "\ntensors: " in text and "\nvirtual: " in text and "peak" in text
+    assert repr(stats) == text
+
+
+def test_the_transfer_log_names_the_parameters_a_copy_moved(virtual):
+    import io
+    virtual(offload="always")
+    model = lt.nn.Sequential(lt.nn.Linear(4, 3), lt.nn.Tanh(), lt.nn.Linear(3, 2))
+    opt = lt.optim.AdamW(model.parameters())
+    for _ in range(2):
+        model(lt.ones(5, 4)).sum().backward()
+        opt.step()
+        opt.zero_grad()
+    lt.save(model.state_dict(), io.BytesIO())  # every parameter read to the host
+    saved = [r for r in lt.transfer_log() if r.reason == "save"]
+    assert sorted(r.name for r in saved) == ["0.bias", "0.weight", "2.bias", "2.weight"]
+    assert all(r.name == "" for r in lt.transfer_log() if r.reason.startswith("host-read"))

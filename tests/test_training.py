@@ -93,6 +93,8 @@ def test_the_training_command_runs_and_writes_a_png_and_a_checkpoint(tmp_path):
     assert re.search(r"\n  +values read with \.item\(\) \(logged losses\) +3 +\d+\n", text), text
     assert re.search(r"\n  uploads \(copies host -> device\) +[\d,]+ +[\d,]+\n", text), text
     assert "{" not in text.split("what moved")[1]  # no raw dict
+    # the closing loss is an evaluation (eval mode, fixed batches), not the last training batch's
+    assert re.search(r"final loss: train [\d.]+, val [\d.]+ \(an evaluation: 1 batches per split, dropout off; ", text)
     raw = png.read_bytes()
     assert raw[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", raw[16:24])

@@ -7,6 +7,7 @@ from .. import dtypes, grad_mode
 from ..compiled import note_module
 from ..runtime import hostio
 from ..tensor import Tensor
+from . import value_names
 
 
 def _is_dtype(spec):
@@ -57,6 +58,7 @@ class Module:
         self.__dict__.pop(name, None)
         if isinstance(value, Parameter):
             self._parameters[name] = value
+            value_names.note(value, name)
         elif isinstance(value, Module):
             self._modules[name] = value
         elif is_buffer:
@@ -171,7 +173,9 @@ class Module:
             for name, p in mod._parameters.items():
                 if p is not None and (id(p) not in seen or not remove_duplicate):
                     seen.add(id(p))
-                    yield (f"{mod_name}.{name}" if mod_name else name), p
+                    full = f"{mod_name}.{name}" if mod_name else name
+                    value_names.note(p, full)
+                    yield full, p
 
     def parameters(self, recurse=True):
         return (p for _, p in self.named_parameters(recurse=recurse))
@@ -181,7 +185,9 @@ class Module:
         for mod_name, mod in mods:
             for name, b in mod._buffers.items():
                 if b is not None:
-                    yield (f"{mod_name}.{name}" if mod_name else name), b
+                    full = f"{mod_name}.{name}" if mod_name else name
+                    value_names.note(b, full)
+                    yield full, b
 
     def buffers(self, recurse=True):
         return (b for _, b in self.named_buffers(recurse=recurse))
