@@ -36,9 +36,19 @@ def _floor_divide(a, b):
     return np.where(ieee, np.floor(a / b), out)
 
 
+def _power(a, b):
+    """C99's pow (the Array API's special cases, docs/NUMERICS.md): (-inf) ** y is +inf and (-0.0) ** y is
+    +0.0 for y > 0 not an odd integer, where NumPy's loops give NaN and -0.0 on some CPUs and shapes."""
+    out = np.power(a, b)
+    if out.dtype.kind != "f":
+        return out
+    c99 = (b > 0) & (np.fmod(b, 2) != 1) & np.signbit(a) & ((a == 0) | np.isinf(a))
+    return np.where(c99, np.where(a == 0, 0.0, np.inf).astype(out.dtype), out)
+
+
 BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
           "maximum": np.maximum, "minimum": np.minimum, "floordiv": _floor_divide, "mod": np.mod,
-          "pow": np.power}
+          "pow": _power}
 INT_BINARY = ("add", "sub", "mul", "maximum", "minimum", "floordiv", "mod")
 CASTS = ("float32", "float64", "int64", "int32", "bool")
 INT_UNARY = ("neg", "abs")
