@@ -399,7 +399,7 @@ class CosineWarmupLR(lr_scheduler.LRScheduler):
         self.warmup, self.total, self.min_lr = warmup_steps, total_steps, min_lr
         super().__init__(optimizer)
 
-    def factor(self, base, step):
+    def closed_form_lr(self, base, step):
         if step < self.warmup:
             return base * (step + 1) / self.warmup
         progress = min(1.0, (step - self.warmup) / max(1, self.total - self.warmup))
