@@ -3,7 +3,10 @@
 Every operation builds a graph node; values are computed only when something reads them on the host
 (printing, .numpy(), .item(), element access, bool/float/int) or when lt.realize() is called.
 """
-from .dtypes import DType, bfloat16, bool_ as bool, float16, float32, float64, int32, int64  # noqa: A004
+import math as _math
+
+from .dtypes import (DType, bfloat16, bool_ as bool, complex64, complex128, float16, float32, float64,  # noqa: A004
+                     int8, int16, int32, int64, uint8)
 from .errors import AxisError
 from .tensor import Tensor
 from .runtime.residency import Residency
@@ -52,7 +55,21 @@ double = float64
 half = float16
 long = int64
 
-__version__ = "0.1.0"
+short = int16
+cfloat, cdouble = complex64, complex128
+inf, nan, pi, e = _math.inf, _math.nan, _math.pi, _math.e
+newaxis = None
 
-from . import array_api, distributed, nn, optim, utils  # noqa: E402  (they import the API above)
+from . import legacy as _legacy  # noqa: E402
+from .legacy import TYPED as _TYPED  # noqa: E402
+(FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor, LongTensor, IntTensor, ShortTensor, CharTensor, ByteTensor,
+ BoolTensor) = _TYPED.values()
+_legacy.bind()
+from . import autograd  # noqa: E402
+autograd.Variable = _legacy.Variable
+
+from . import version  # noqa: E402
+__version__ = version.__version__
+
+from . import array_api, backends, distributed, nn, onnx, optim, utils  # noqa: E402  (they import the API above)
 one_hot = nn.functional.one_hot

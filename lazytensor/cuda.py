@@ -26,3 +26,39 @@ def synchronize(device=None):
 
 def is_bf16_supported():
     return True
+
+
+def _memory():
+    return _devices.active_memory() if is_available() else None
+
+
+def memory_allocated(device=None):
+    """Bytes the CUDA device holds for tensors now (its memory accounting; 0 when CUDA is not in use)."""
+    memory = _memory()
+    return 0 if memory is None else memory.resident_bytes
+
+
+def max_memory_allocated(device=None):
+    """The most bytes the CUDA device held for tensors since it started or since reset_peak_memory_stats()."""
+    memory = _memory()
+    return 0 if memory is None else memory.peak_bytes
+
+
+def memory_reserved(device=None):
+    """Bytes the CUDA device holds: for tensors, and blocks kept for reuse."""
+    memory = _memory()
+    return 0 if memory is None else memory.resident_bytes + memory.cached_bytes
+
+
+def reset_peak_memory_stats(device=None):
+    """Start max_memory_allocated() again from the bytes held now."""
+    memory = _memory()
+    if memory is not None:
+        memory.reset_peak()
+
+
+def empty_cache():
+    """Give the blocks kept for reuse back to the device."""
+    memory = _memory()
+    if memory is not None:
+        memory.free_cache()

@@ -15,6 +15,9 @@ _STORED_AS_IS = frozenset(n for n, op in OPS.items() if op.family == "movement")
     "take", "take_along", "index", "full", "cast"}
 
 
+LEGACY_CONSTRUCTOR = None  # set by lazytensor/legacy.py: Tensor(*sizes or data) -> a float32 tensor
+
+
 class Size(int):
     """An int (a tensor's number of elements) that, called, answers PyTorch's size(): the shape, or
     with a dim that dimension's length; so both `x.size` (the Array API) and `x.size()` work."""
@@ -38,9 +41,12 @@ class Tensor:
 
     __slots__ = ("_node", "requires_grad", "grad", "_grad_fn", "_placed", "__weakref__")
 
-    def __init__(self, node, requires_grad=False):
-        if not isinstance(node, Node):
-            raise TypeError("Tensor(...) wraps a graph node; create tensors with lt.tensor(data)")
+    def __init__(self, node=None, *legacy, requires_grad=False):
+        if not isinstance(node, Node) or legacy:
+            # PyTorch's legacy constructor: Tensor(2, 3) (float32, of that shape), Tensor([1, 2]) (that data)
+            if LEGACY_CONSTRUCTOR is None:
+                raise TypeError("Tensor(...) wraps a graph node; create tensors with lt.tensor(data)")
+            node = LEGACY_CONSTRUCTOR(() if node is None else (node, *legacy))._node
         self._node = node
         self._placed = None
         self.grad = None

@@ -186,6 +186,10 @@ class DeviceMemory:
         when, helped = self._last_gc
         return helped or time.monotonic() - when > 1.0
 
+    def reset_peak(self):
+        """Count the peak again from the bytes resident now (torch.cuda.reset_peak_memory_stats)."""
+        self.peak_bytes = self.resident_bytes
+
     def free_cache(self):
         """Return every cached block to the device."""
         for size, blocks in self._cache.items():

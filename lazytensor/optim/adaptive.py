@@ -4,7 +4,7 @@ objects (lt.jit follows them), the learning rate is re-read at each replay."""
 from .. import compiled
 from ..creation import full, zeros_like
 from ..elementwise import scalar
-from .optimizer import ElementwiseOptimizer
+from .optimizer import ElementwiseOptimizer, implementation_flags
 
 
 def _check(name, **values):
@@ -19,7 +19,8 @@ class Adagrad(ElementwiseOptimizer):
     STATE_TENSORS, STATE_COUNTS = ("sum",), ("step",)
 
     def __init__(self, params, lr=1e-2, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0, eps=1e-10,
-                 maximize=False):
+                 foreach=None, *, maximize=False, differentiable=False, fused=None):
+        implementation_flags("Adagrad", foreach, fused, differentiable=differentiable)
         _check("Adagrad", lr=lr, lr_decay=lr_decay, weight_decay=weight_decay, eps=eps,
                initial_accumulator_value=initial_accumulator_value)
         super().__init__(params, {"lr": lr, "lr_decay": lr_decay, "weight_decay": weight_decay,
@@ -46,7 +47,8 @@ class RMSprop(ElementwiseOptimizer):
     STATE_TENSORS, STATE_COUNTS = ("square_avg", "momentum_buffer", "grad_avg"), ("step",)
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0, centered=False,
-                 maximize=False):
+                 capturable=False, foreach=None, maximize=False, differentiable=False):
+        implementation_flags("RMSprop", foreach, None, capturable, differentiable)
         _check("RMSprop", lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum)
         super().__init__(params, {"lr": lr, "alpha": alpha, "eps": eps, "weight_decay": weight_decay,
                                   "momentum": momentum, "centered": centered, "maximize": maximize})
@@ -87,7 +89,9 @@ class Adadelta(ElementwiseOptimizer):
 
     STATE_TENSORS, STATE_COUNTS = ("square_avg", "acc_delta"), ("step",)
 
-    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, maximize=False):
+    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, foreach=None, *, capturable=False,
+                 maximize=False, differentiable=False):
+        implementation_flags("Adadelta", foreach, None, capturable, differentiable)
         _check("Adadelta", lr=lr, rho=rho, eps=eps, weight_decay=weight_decay)
         if rho > 1:
             raise ValueError(f"Adadelta: invalid rho={rho} (must be in [0, 1])")

@@ -225,6 +225,14 @@ class ElementwiseOptimizer(Optimizer):
         state[key]._node = value._node  # the same tensor: lt.jit state
 
 
+def implementation_flags(name, foreach=None, fused=None, capturable=False, differentiable=False):
+    """PyTorch's flags choosing how an optimizer's update runs (`foreach`, `fused`, `capturable`): accepted,
+    since lazytensor picks its kernels itself (each update is one fused node; small ones share a kernel).
+    `differentiable=True` (gradients through the update) is refused."""
+    if differentiable:
+        raise NotImplementedError(f"{name}: differentiable=True (gradients through the update) is not supported")
+
+
 class SGD(ElementwiseOptimizer):
     """p <- p - lr * (g + wd p), with momentum buf <- momentum buf + (1 - dampening) g (the first step:
     buf = g) and Nesterov's g + momentum buf, as PyTorch."""
@@ -232,7 +240,8 @@ class SGD(ElementwiseOptimizer):
     STATE_TENSORS = ("momentum_buffer",)
 
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
-                 maximize=False):
+                 maximize=False, foreach=None, differentiable=False, fused=None):
+        implementation_flags("SGD", foreach, fused, differentiable=differentiable)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("SGD: Nesterov momentum needs a momentum and zero dampening")
         super().__init__(params, {"lr": lr, "momentum": momentum, "dampening": dampening,
@@ -259,7 +268,11 @@ class AdamW(Optimizer):
     decoupled = True  # weight decay shrinks the parameter (AdamW), not added to the gradient (Adam)
     STATE_TENSORS, STATE_COUNTS = ("exp_avg", "exp_avg_sq"), ("step",)
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, amsgrad=False, *,
+                 maximize=False, foreach=None, capturable=False, differentiable=False, fused=None):
+        implementation_flags(type(self).__name__, foreach, fused, capturable, differentiable)
+        if amsgrad or maximize:
+            raise NotImplementedError(f"{type(self).__name__}: amsgrad=True and maximize=True are not supported")
         if lr < 0 or eps < 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
             raise ValueError(f"{type(self).__name__}: invalid lr={lr}, betas={betas} or eps={eps}")
         super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay})
@@ -386,8 +399,10 @@ class Adam(AdamW):
 
     decoupled = False
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
-        super().__init__(params, lr, betas, eps, weight_decay)
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
+                 maximize=False, foreach=None, capturable=False, differentiable=False, fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize, foreach=foreach,
+                         capturable=capturable, differentiable=differentiable, fused=fused)
 
 
 class CosineWarmupLR(lr_scheduler.LRScheduler):
