@@ -44,14 +44,16 @@ _MARK = object()
 
 
 class Reader:
-    """`Reader(data, find_class, persistent_load).load()`: the object the pickle bytes `data` describe.
+    """`Reader(data, find_class, persistent_load, build).load()`: the object the pickle bytes `data`
+    describe.
 
     `find_class(module, name)` returns a `Callable`, a `Tag` or a plain value (a dtype), or raises;
-    `persistent_load(pid)` returns what a persistent id stands for."""
+    `persistent_load(pid)` returns what a persistent id stands for; `build(inst, state)`, if given,
+    sets the state of an object the caller's callables made (BUILD), returning False for any other."""
 
-    def __init__(self, data, find_class, persistent_load):
+    def __init__(self, data, find_class, persistent_load, build=None):
         self.data, self.pos = memoryview(data), 0
-        self.find_class, self.persistent_load = find_class, persistent_load
+        self.find_class, self.persistent_load, self.build = find_class, persistent_load, build
         self.stack, self.marks, self.memo = [], [], {}
 
     # -- reading the byte stream --------------------------------------------------------------------
@@ -154,12 +156,13 @@ def _reduce(r):
 
 def _build(r):
     state, inst = r._pop(), r._pop()
-    # PyTorch's state dicts carry `_metadata` as an attribute of their OrderedDict; nothing else needs BUILD.
-    if type(inst) is not collections.OrderedDict or not isinstance(state, dict) \
-            or not all(isinstance(k, str) for k in state):
+    # PyTorch's state dicts carry `_metadata` as an attribute of their OrderedDict; the caller's hook
+    # builds what its own callables made (NumPy arrays); nothing else may have its state set.
+    if type(inst) is collections.OrderedDict and isinstance(state, dict) and all(isinstance(k, str) for k in state):
+        inst.__dict__.update(state)
+    elif r.build is None or not r.build(inst, state):
         raise PickleRefused(f"the pickle sets the state of a {_name(inst)} (BUILD) with {_name(state)}: only a "
-                            f"state dict's attributes may be set")
-    inst.__dict__.update(state)
+                            f"state dict's attributes and arrays this file made may be set")
     r.stack.append(inst)
 
 

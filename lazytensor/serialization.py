@@ -21,7 +21,7 @@ __all__ = ["save", "load", "LoadError"]
 
 
 def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_serialization=True):
-    """Write `obj` to `f` (a path or a binary file object): tensors, NumPy arrays (saved as tensors),
+    """Write `obj` to `f` (a path or a binary file object): tensors, NumPy arrays (loaded back as arrays),
     numbers, strings, bools, None, and dicts (string or integer keys), lists and tuples of them, in
     PyTorch's archive format. Tensors are read to the host (a host read)."""
     if pickle_module is not None:

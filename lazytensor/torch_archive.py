@@ -2,10 +2,11 @@
 storage), read and written without PyTorch and without running code from the file.
 
 Reading unpickles with an allow-list, as `torch.load(weights_only=True)` does: tensors (rebuilt from
-their storage bytes, strides and offsets), Parameters (as tensors), OrderedDict, dtypes and the builtin
-containers and numbers. Any other global (a class, `os.system`) raises LoadError before anything is
-called. Writing produces an archive `torch.load(weights_only=True)` reads: tensors with their dtype,
-shape and bytes; dicts, lists, tuples, numbers, strings, bools and None as themselves.
+their storage bytes, strides and offsets), Parameters (as tensors), OrderedDict, dtypes, NumPy arrays and
+scalars of plain dtypes (numpy_pickles.py) and the builtin containers and numbers. Any other global (a class, `os.system`) raises LoadError before anything is
+called. Writing produces an archive `torch.load` reads: tensors with their dtype, shape and bytes; NumPy arrays
+as NumPy pickles them (as `torch.save` does: `torch.load(weights_only=True)` wants them allow-listed);
+dicts, lists, tuples, numbers, strings, bools and None as themselves.
 """
 import collections
 import io
@@ -16,6 +17,7 @@ import zlib
 import numpy as np
 
 from . import dtypes, safe_pickle
+from .numpy_pickles import NumpyRecords
 from .runtime import hostio
 from .safe_pickle import PickleRefused
 from .tensor import Tensor
@@ -88,11 +90,15 @@ class _Reader:
             if self.byteorder not in ("little", "big"):
                 raise LoadError(f"{path}: byteorder record says {self.byteorder[:16]!r}, not little or big")
         self.storages = {}
+        self.numpy = NumpyRecords()
 
     def load(self, data):
-        return safe_pickle.Reader(data, self.find_class, self.persistent_load).load()
+        return safe_pickle.Reader(data, self.find_class, self.persistent_load, self.numpy.build).load()
 
     def find_class(self, module, name):
+        found = self.numpy.find_class(module, name)
+        if found is not None:
+            return found
         if (module, name) == ("collections", "OrderedDict"):
             return safe_pickle.Callable(collections.OrderedDict, "OrderedDict")
         if module == "torch._utils" and name in ("_rebuild_tensor_v2", "_rebuild_tensor"):
@@ -288,12 +294,10 @@ class _Pickler(pickle._Pickler):  # the Python implementation: its dispatch tabl
         return None
 
     def reducer_override(self, obj):
-        if isinstance(obj, Tensor):
-            arr = np.ascontiguousarray(hostio.host_array(obj._node, "save", reason="save"))
-        elif isinstance(obj, np.ndarray):
-            arr = np.ascontiguousarray(obj)
-        else:
+        # NumPy arrays go as NumPy pickles them (lazytensor/numpy_pickles.py reads them back as arrays)
+        if not isinstance(obj, Tensor):
             return NotImplemented
+        arr = np.ascontiguousarray(hostio.host_array(obj._node, "save", reason="save"))
         if arr.dtype not in _STORAGE_OF:
             raise TypeError(f"save: PyTorch's format has no storage for {arr.dtype}; convert the tensor first")
         ref = _StorageRef(str(len(self.storages)), arr.reshape(-1))
@@ -311,9 +315,11 @@ def _savable(obj, depth=0):
     if depth > 200:
         raise ValueError("save: the object is nested too deeply")
     if isinstance(obj, (Tensor, np.ndarray)):
-        if isinstance(obj, np.ndarray) and obj.dtype == object:
-            raise TypeError("save: object arrays cannot be saved (they would need pickle)")
-        return obj
+        if isinstance(obj, np.ndarray) and (obj.dtype.kind not in "biufc" or obj.dtype.fields is not None):
+            raise TypeError(f"save: a NumPy array of dtype {obj.dtype} cannot be saved as an array (only booleans, "
+                            f"integers, floats and complex numbers; object arrays would need pickle); convert it "
+                            f"to a tensor with lt.from_numpy")
+        return np.asarray(obj) if isinstance(obj, np.ndarray) else obj  # a subclass (memmap) as a plain array
     if isinstance(obj, np.generic):
         return obj.item()
     if isinstance(obj, dict):

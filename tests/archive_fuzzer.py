@@ -21,7 +21,8 @@ STORAGES = ["FloatStorage", "DoubleStorage", "HalfStorage", "LongStorage", "Byte
 GLOBALS = [("torch._utils", "_rebuild_tensor_v2"), ("torch._utils", "_rebuild_parameter"),
            ("collections", "OrderedDict"), ("torch", "float32"), ("torch", "FloatStorage"), ("builtins", "set"),
            ("builtins", "complex"), ("builtins", "slice"), ("torch", "device"), ("os", "system"),
-           ("builtins", "getattr")]
+           ("builtins", "getattr"), ("numpy.core.multiarray", "_reconstruct"), ("numpy", "ndarray"),
+           ("numpy", "dtype"), ("_codecs", "encode"), ("numpy._core.multiarray", "scalar")]
 SIZES = st.integers(-3, 1 << 40) | st.integers(0, 40)
 
 
@@ -36,7 +37,8 @@ def _fragment(draw):
     elif kind == "float":
         p.float(draw(st.floats(allow_nan=True)))
     elif kind == "str":
-        p.str(draw(st.sampled_from(["storage", "array", "0", "1", "cpu", "cuda:0", "name", "np", "__class__"])))
+        p.str(draw(st.sampled_from(["storage", "array", "0", "1", "cpu", "cuda:0", "name", "np", "__class__", "f4",
+                                    "O", "latin1", "b", "<", ">"])))
     elif kind == "storage":
         p.storage(draw(st.sampled_from(["0", "1", "2"])), draw(st.integers(0, 1 << 20)), draw(st.sampled_from(STORAGES)))
     elif kind == "tensor":

@@ -129,9 +129,36 @@ def test_files_of_the_earlier_npz_format_still_load(tmp_path):
     assert lt.load(tmp_path / "old.lt.npz")["w"].tolist() == [0.0, 1.0, 2.0]
 
 
-def test_numpy_arrays_are_saved_as_tensors_and_numpy_scalars_as_numbers():
+def test_numpy_arrays_round_trip_as_arrays_and_numpy_scalars_as_numbers():
     buf = io.BytesIO()
-    lt.save({"a": np.arange(3), "s": np.float32(1.5)}, buf)
+    lt.save({"a": np.arange(3), "f": np.asfortranarray(np.ones((2, 3), np.float32)), "s": np.float32(1.5)}, buf)
     buf.seek(0)
     back = lt.load(buf)
-    assert isinstance(back["a"], lt.Tensor) and back["s"] == 1.5 and type(back["s"]) is float
+    assert isinstance(back["a"], np.ndarray) and back["a"].tolist() == [0, 1, 2] and back["a"].dtype == np.int64
+    assert back["f"].dtype == np.float32 and back["f"].shape == (2, 3) and back["f"].sum() == 6
+    assert lt.from_numpy(back["a"]).tolist() == [0, 1, 2]  # a program's torch.from_numpy(torch.load(...))
+    assert back["s"] == 1.5 and type(back["s"]) is float
+
+
+def test_numpy_arrays_torch_saved_load_as_arrays(torch):
+    buf = io.BytesIO()
+    arrays = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "i": np.arange(4), "b": np.array([True, False]),
+              "c": np.array([1 + 2j]), "t": np.ones((3, 2), np.float64).T, "s": np.float64(2.5)}
+    torch.save(arrays, buf)
+    buf.seek(0)
+    back = lt.load(buf)
+    for k, v in arrays.items():
+        assert type(back[k]) is type(v) and back[k].dtype == v.dtype and np.array_equal(back[k], v), k
+
+
+def test_numpy_arrays_lt_saved_load_in_pytorch_with_numpys_globals_allowed(torch):
+    buf = io.BytesIO()
+    lt.save({"a": np.arange(3.0)}, buf)
+    buf.seek(0)
+    assert torch.load(buf, weights_only=False)["a"].tolist() == [0.0, 1.0, 2.0]
+
+
+def test_an_object_array_or_a_structured_one_is_refused_by_save():
+    for bad in (np.array([{}], dtype=object), np.zeros(2, dtype=[("x", "f4")])):
+        with pytest.raises(TypeError, match="cannot be saved as an array"):
+            lt.save({"a": bad}, io.BytesIO())

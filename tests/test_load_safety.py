@@ -246,3 +246,39 @@ def test_the_archive_fuzzer_finds_only_load_errors_under_a_memory_limit():
                           text=True, timeout=600, cwd=here)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "archives loaded or refused" in proc.stdout
+
+
+def _numpy_array_pickle(shape=(2,), code="f4", raw=b"\0" * 8, byteorder="<", builds=1):
+    """NumPy's protocol-2 pickle of an array, opcode by opcode, with its parts open to tampering."""
+    p = Pickle().glob("numpy.core.multiarray", "_reconstruct").glob("numpy", "ndarray").int(0).raw(b"\x85")
+    p.glob("_codecs", "encode").str("b").str("latin1").raw(b"\x86R").raw(b"\x87R").raw(b"q\x00")
+    for _ in range(builds):  # BUILD leaves the array on the stack
+        p.mark().int(1).ints(shape).glob("numpy", "dtype").str(code).raw(b"\x89\x88\x87R")
+        p.mark().int(3).str(byteorder).none().none().none().raw((b"J" + struct.pack("<i", -1)) * 2).int(0)
+        p.tuple().raw(b"b")
+        p.false().glob("_codecs", "encode").str(raw.decode("latin1")).str("latin1").raw(b"\x86R").tuple().raw(b"b")
+    return p.stop()
+
+
+def test_a_numpy_array_record_loads_as_that_array():
+    raw = np.array([1.5, -2.0], np.float32).tobytes()
+    out = _load(archive(_numpy_array_pickle(raw=raw)))
+    assert isinstance(out, np.ndarray) and out.tolist() == [1.5, -2.0]
+
+
+@pytest.mark.parametrize("change, match", [
+    (dict(raw=b"\0" * 12), "needs 8 bytes, the record holds 12"),
+    (dict(code="O"), "not a plain number type"),
+    (dict(byteorder=">"), "byte order '>'"),
+    (dict(builds=2), "arrays this file made"),
+])
+def test_a_tampered_numpy_array_record_is_refused(change, match):
+    _refused(archive(_numpy_array_pickle(**change)), match)
+    assert np.dtype("f4").byteorder == "=" and np.dtype("f4").str == "<f4"
+
+
+def test_numpy_reconstruct_of_anything_but_an_ndarray_and_other_encodings_are_refused():
+    p = Pickle().glob("numpy.core.multiarray", "_reconstruct").glob("collections", "OrderedDict").int(0)
+    _refused(archive(p.raw(b"\x85").str("b").raw(b"\x87R").stop()), "only for a plain ndarray")
+    p = Pickle().glob("_codecs", "encode").str("x").str("utf-7").raw(b"\x86R")
+    _refused(archive(p.stop()), "latin-1")
