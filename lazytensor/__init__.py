@@ -73,3 +73,4 @@ __version__ = version.__version__
 
 from . import array_api, backends, distributed, nn, onnx, optim, utils  # noqa: E402  (they import the API above)
 one_hot = nn.functional.one_hot
+from .torch_compile import compile  # noqa: E402,A004

@@ -20,8 +20,9 @@ another thread's replay runs may see the updated value.
 
 A replay runs no Python of the function. So a capture is refused (a one-line `JitWarning`, and the
 function then runs eagerly for that guard) when the call reads or writes values on the host (`.item()`,
-printing, `copy_` from host data, `.to()`), reseeds the generator, or keeps new tensors anywhere but in
-its return value and in `.grad` (the entries of runtime/replay/refusals.py for "jit"; each refusal is
+printing, `copy_` from host data, `.to()`), reseeds the generator, keeps new tensors anywhere but in
+its return value and in `.grad`, or returns tensors with gradient history without computing any gradient
+itself (a forward whose result is differentiated after the call: a replay's values have no history) (the entries of runtime/replay/refusals.py for "jit"; each refusal is
 counted in `lt.counters()["replay_refusals"]`). Python numbers computed inside the function are constants of the
 capture: pass values that change (a learning rate of your own, a step count) as tensors or arguments.
 """
@@ -178,6 +179,8 @@ class CompiledFunction:
             recorder.close()
             modules, _modules_called = _modules_called, None
         self._counts["captured"] += 1
+        if recorder.refused is None and not regrads and any(t._grad_fn is not None for t in outs):
+            recorder.refuse(refusals.GRAD_HISTORY)
         if recorder.refused is None:
             kept = _escaped(alive, wanted, recorder)
             if kept is not None:
