@@ -15,6 +15,7 @@ from .losses import (binary_cross_entropy, binary_cross_entropy_with_logits, hub
                      l1_loss, mse_loss, nll_loss, smooth_l1_loss)
 from .windows import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool2d, avg_pool1d,  # noqa: F401
                       avg_pool2d, conv1d, conv2d, max_pool1d, max_pool2d)
+from .normalization import batch_norm, group_norm, instance_norm  # noqa: F401
 from .activation_functions import (celu, elu, glu, hardsigmoid, hardswish, hardtanh, leaky_relu,  # noqa: F401
                                    logsigmoid, mish, relu6, selu, softmin, softplus, softsign, tanhshrink,
                                    threshold)
@@ -208,7 +209,7 @@ __all__ = ["linear", "embedding", "gelu", "layer_norm", "dropout", "cross_entrop
            "binary_cross_entropy_with_logits", "conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d",
            "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool2d", "celu", "elu", "glu",
            "hardsigmoid", "hardswish", "hardtanh", "leaky_relu", "logsigmoid", "mish", "relu6", "selu", "softmin",
-           "softsign", "tanhshrink", "threshold", "Tensor"]
+           "softsign", "tanhshrink", "threshold", "batch_norm", "group_norm", "instance_norm", "Tensor"]
 
 
 def pad(x, pad, mode="constant", value=0.0):  # noqa: A002  (PyTorch's names)
