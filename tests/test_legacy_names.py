@@ -137,4 +137,5 @@ def test_cuda_memory_counters_follow_the_devices_accounting(cuda_device):
 
 
 def test_cuda_memory_counters_are_zero_without_cuda():
+    lt.set_device("cpu")
     assert lt.cuda.memory_allocated() == lt.cuda.max_memory_allocated() == 0

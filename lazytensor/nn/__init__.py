@@ -6,12 +6,14 @@ from .activation_layers import (CELU, ELU, GELU, GLU, SELU, Flatten, Hardsigmoid
 from .attention import MultiheadAttention
 from .conv_layers import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, Conv1d,
                           Conv2d, MaxPool1d, MaxPool2d)
-from .layers import Dropout, Embedding, LayerNorm, Linear, ModuleDict, ModuleList, RMSNorm, Sequential
+from .layers import (Dropout, Embedding, LayerNorm, Linear, ModuleDict, ModuleList, ParameterDict, ParameterList,
+                     RMSNorm, Sequential)
 from .loss_layers import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss,
                           NLLLoss, SmoothL1Loss)
 from .module import Module, Parameter
 from .normalization import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm1d, InstanceNorm2d,
                             InstanceNorm3d)
+from .vision import Dropout1d, Dropout2d, Dropout3d, PixelShuffle, PixelUnshuffle, Upsample
 from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell
 from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
                           TransformerEncoderLayer)

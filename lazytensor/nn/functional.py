@@ -16,6 +16,8 @@ from .losses import (binary_cross_entropy, binary_cross_entropy_with_logits, hub
 from .windows import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool2d, avg_pool1d,  # noqa: F401
                       avg_pool2d, conv1d, conv2d, max_pool1d, max_pool2d)
 from .normalization import batch_norm, group_norm, instance_norm  # noqa: F401
+from .vision import (dropout1d, dropout2d, dropout3d, interpolate, pad_by_index, pixel_shuffle,  # noqa: F401
+                     pixel_unshuffle)
 from .activation_functions import (celu, elu, glu, hardsigmoid, hardswish, hardtanh, leaky_relu,  # noqa: F401
                                    logsigmoid, mish, relu6, selu, softmin, softplus, softsign, tanhshrink,
                                    threshold)
@@ -209,14 +211,18 @@ __all__ = ["linear", "embedding", "gelu", "layer_norm", "dropout", "cross_entrop
            "binary_cross_entropy_with_logits", "conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d",
            "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool2d", "celu", "elu", "glu",
            "hardsigmoid", "hardswish", "hardtanh", "leaky_relu", "logsigmoid", "mish", "relu6", "selu", "softmin",
-           "softsign", "tanhshrink", "threshold", "batch_norm", "group_norm", "instance_norm", "Tensor"]
+           "softsign", "tanhshrink", "threshold", "batch_norm", "group_norm", "instance_norm", "dropout1d", "dropout2d", "dropout3d", "interpolate",
+           "pixel_shuffle", "pixel_unshuffle", "Tensor"]
 
 
 def pad(x, pad, mode="constant", value=0.0):  # noqa: A002  (PyTorch's names)
-    """PyTorch's F.pad, constant mode: `pad` gives (before, after) pairs from the last dim backwards;
-    a negative amount removes entries instead."""
+    """PyTorch's F.pad: `pad` gives (before, after) pairs from the last dim backwards; constant mode fills
+    with `value` (a negative amount removes entries instead), reflect, replicate and circular take the
+    input's own entries (lazytensor/nn/vision.py)."""
+    if mode in ("reflect", "replicate", "circular"):
+        return pad_by_index(x, pad, mode)
     if mode != "constant":
-        raise NotImplementedError(f"pad: only mode='constant' is supported, got {mode!r}")
+        raise ValueError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}")
     if len(pad) % 2 or len(pad) // 2 > x.ndim:
         raise ValueError(f"pad: expected (before, after) pairs for at most {x.ndim} dims, got {tuple(pad)}")
     out = x

@@ -1,5 +1,5 @@
 """Layers: Linear, Embedding, LayerNorm, RMSNorm, Dropout, and the containers Sequential, ModuleList,
-ModuleDict (activations: activation_layers.py; losses: loss_layers.py)."""
+ModuleDict, ParameterList, ParameterDict (activations: activation_layers.py; losses: loss_layers.py)."""
 import math
 
 import numpy as np
@@ -8,6 +8,7 @@ from .. import grad_mode
 from ..creation import ones, zeros
 from ..random import randn, uniform
 from . import functional as F
+from ..tensor import Tensor
 from .module import Module, Parameter
 
 
@@ -180,3 +181,101 @@ class ModuleList(Module):
 
     def __len__(self):
         return len(self._modules)
+
+
+def _as_parameter(value, where):
+    if isinstance(value, Parameter) or value is None:
+        return value
+    if isinstance(value, Tensor):
+        return Parameter(value)
+    raise TypeError(f"{where}: expected a Parameter or a Tensor, got {type(value).__name__}")
+
+
+class ParameterList(Module):
+    """Parameters in a list, registered as "0", "1", ... (a tensor given is made a Parameter)."""
+
+    def __init__(self, values=None):
+        super().__init__()
+        for v in values or ():
+            self.append(v)
+
+    def append(self, value):
+        setattr(self, str(len(self._parameters)), _as_parameter(value, "ParameterList"))
+        return self
+
+    def extend(self, values):
+        for v in values:
+            self.append(v)
+        return self
+
+    def __getitem__(self, i):
+        items = list(self._parameters.values())
+        return ParameterList(items[i]) if isinstance(i, slice) else items[i]
+
+    def __setitem__(self, i, value):
+        i = range(len(self))[i]
+        setattr(self, str(i), _as_parameter(value, "ParameterList"))
+
+    def __iter__(self):
+        return iter(self._parameters.values())
+
+    def __len__(self):
+        return len(self._parameters)
+
+    def __iadd__(self, values):
+        return self.extend(values)
+
+    def extra_repr(self):
+        return "\n".join(f"({k}): Parameter of shape {tuple(p.shape)}" for k, p in self._parameters.items())
+
+
+class ParameterDict(Module):
+    """Parameters by string key, in insertion order (a tensor given is made a Parameter)."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        if parameters is not None:
+            self.update(parameters)
+
+    def update(self, parameters):
+        items = parameters.items() if hasattr(parameters, "items") else parameters
+        for key, value in items:
+            self[key] = value
+
+    def __getitem__(self, key):
+        return self._parameters[key]
+
+    def __setitem__(self, key, value):
+        if not isinstance(key, str):
+            raise TypeError(f"ParameterDict: keys must be strings, got {type(key).__name__}")
+        setattr(self, key, _as_parameter(value, "ParameterDict"))
+
+    def __delitem__(self, key):
+        del self._parameters[key]
+
+    def __contains__(self, key):
+        return key in self._parameters
+
+    def __iter__(self):
+        return iter(self._parameters)
+
+    def __len__(self):
+        return len(self._parameters)
+
+    def keys(self):
+        return self._parameters.keys()
+
+    def values(self):
+        return self._parameters.values()
+
+    def items(self):
+        return self._parameters.items()
+
+    def get(self, key, default=None):
+        return self._parameters.get(key, default)
+
+    def pop(self, key):
+        return self._parameters.pop(key)
+
+    def extra_repr(self):
+        return "\n".join(f"({k}): Parameter of shape {tuple(p.shape)}" for k, p in self._parameters.items())
