@@ -71,6 +71,6 @@ autograd.Variable = _legacy.Variable
 from . import version  # noqa: E402
 __version__ = version.__version__
 
-from . import array_api, backends, distributed, nn, onnx, optim, utils  # noqa: E402  (they import the API above)
+from . import array_api, backends, distributed, distributions, nn, onnx, optim, utils  # noqa: E402  (they import the API above)
 one_hot = nn.functional.one_hot
 from .torch_compile import compile  # noqa: E402,A004
