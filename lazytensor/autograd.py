@@ -179,6 +179,7 @@ def _walk(order, grads, handed, retain, create_graph, stop=()):
             raise RuntimeError("backward(): trying to backward through the graph a second time (its saved "
                                "values were released by the first backward); pass retain_graph=True to "
                                "the first backward() if you need to")
+        check_saved(fn, t)
         if create_graph:  # differentiate through the gradient: use the tensors with their history
             inputs, out = list(fn.parents), t
         else:
@@ -195,6 +196,37 @@ def _walk(order, grads, handed, retain, create_graph, stop=()):
             key = id(parent)
             grads[key] = pg if key not in grads else _accumulate(grads[key], pg, create_graph)
     return grads
+
+
+# Which inputs a rule's PyTorch counterpart saves for its gradient, by op: (index, parents) -> saved?
+_OTHER_NEEDS = lambda i, ps: ps[1 - i].requires_grad  # noqa: E731 (mul, matmul: each input for the other's)
+_SAVED_INPUTS = {"mul": _OTHER_NEEDS, "matmul": _OTHER_NEEDS,
+                 "div": lambda i, ps: i == 1 or ps[1].requires_grad,
+                 "pow": lambda i, ps: i == 0 or ps[1].requires_grad,
+                 **{op: (lambda i, ps: True) for op in ("log", "log1p", "sin", "cos", "abs", "erf")}}
+
+
+def check_saved(fn, out):
+    """PyTorch's error when a value the record `fn` (of tensor `out`) saved for its gradient was changed in
+    place after the op ran: its output (ops that read their result, lazytensor/inplace.py) or an input.
+    (The values here are never overwritten, so the gradient would be right; the error keeps a program that
+    runs here running under PyTorch.)"""
+    if fn.output_changed is not None:
+        raise _changed_error(out, f"output 0 of {fn.name}", fn.output_changed, fn.output_changed - 1)
+    rule = _SAVED_INPUTS.get(fn.op)
+    if rule is None:
+        return
+    parents = fn.parents
+    for i, (p, v) in enumerate(zip(fn._parents, fn.versions)):
+        if p._version != v and rule(i, parents):
+            raise _changed_error(p, f"input {i} of {fn.name}", p._version, v)
+
+
+def _changed_error(t, which, now, expected):
+    return RuntimeError(f"one of the variables needed for gradient computation has been modified by an inplace "
+                        f"operation: [{t.type()} {list(t.shape)}], which is {which}, is at version {now}; expected "
+                        f"version {expected} instead. Change a copy (y = y.clone()) or compute it without the "
+                        f"in-place method (y = y.mul(2))")
 
 
 # ---- vector-Jacobian products: (inputs, out, attrs, grad) -> one gradient (or None) per input ----------

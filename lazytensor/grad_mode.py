@@ -61,17 +61,32 @@ class GradFn:
     made again from that record's inputs when backward needs it: lazytensor/recompute.py). `remake`:
     this record's own Remake, where its output may be made again instead of kept."""
 
-    __slots__ = ("op", "parents", "saved", "attrs", "out", "remake", "__weakref__")
+    __slots__ = ("op", "_parents", "versions", "saved", "attrs", "out", "remake", "output_changed", "__weakref__")
 
     def __init__(self, op, parents, attrs, out_node):
         self.op = op
         self.parents = parents
+        self.output_changed = None  # the version its output tensor was changed to in place, if it was
         # the values as they were, even after host writes
         self.saved = tuple([p._node if p._grad_fn is None or p._grad_fn.remake is None else p._grad_fn.remake
                             for p in parents])
         self.attrs = attrs
         self.out = out_node
         self.remake = None
+
+    @property
+    def parents(self):
+        """The input tensors as they were when the op ran: a tensor changed in place since is replaced by
+        the tensor that stands for its value then (lazytensor/inplace.py)."""
+        ps = self._parents
+        for p, v in zip(ps, self.versions):
+            if p._version != v:
+                return tuple(p if p._version == v else p._history[v] for p, v in zip(ps, self.versions))
+        return ps
+
+    @parents.setter
+    def parents(self, tensors):
+        self._parents, self.versions = tensors, tuple([p._version for p in tensors])
 
     @property
     def name(self):

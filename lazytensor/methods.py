@@ -3,7 +3,8 @@ build nodes from it, and this module (imported last by the package) joins the tw
 import numpy as np
 
 from . import dtypes
-from . import activations, autograd, elementwise, grad_mode, indexing, linalg, reductions, shape_ops, sorting
+from . import (activations, autograd, elementwise, grad_mode, indexing, inplace, linalg, reductions, shape_ops,
+               sorting)
 from .elementwise import BINARY_FUNCTIONS, UNARY_FUNCTIONS, binary, unary
 from .runtime import hostio
 from .tensor import Tensor
@@ -71,6 +72,12 @@ Tensor.__getitem__ = lambda self, key: indexing.getitem(self, key)
 
 
 def _setitem(self, key, value):
+    if grad_mode.is_grad_enabled() and (self._grad_fn is not None or (isinstance(value, Tensor)
+                                                                      and value.requires_grad)):
+        if self._grad_fn is None:
+            self._check_writable("setitem")  # a leaf that requires grad: refused, as in PyTorch
+        inplace.setitem_recorded(self, key, value)
+        return
     self._check_writable("setitem")
     indexing.setitem(self, key, value)
 

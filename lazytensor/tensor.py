@@ -39,7 +39,9 @@ class Size(int):
 class Tensor:
     """A lazy n-dimensional array. Operations build graph nodes; host reads compute and download."""
 
-    __slots__ = ("_node", "requires_grad", "grad", "_grad_fn", "_placed", "__weakref__")
+    # _version counts in-place changes that autograd must see; _history keeps the tensors that stood for
+    # the earlier versions (lazytensor/inplace.py), which records made before a change still name
+    __slots__ = ("_node", "requires_grad", "grad", "_grad_fn", "_placed", "_version", "_history", "__weakref__")
 
     def __init__(self, node=None, *legacy, requires_grad=False):
         if not isinstance(node, Node) or legacy:
@@ -49,6 +51,7 @@ class Tensor:
             node = LEGACY_CONSTRUCTOR(() if node is None else (node, *legacy))._node
         self._node = node
         self._placed = None
+        self._version, self._history = 0, None
         self.grad = None
         self._grad_fn = None
         self.requires_grad = False

@@ -65,9 +65,9 @@ def test_meshgrid_matches_pytorch(torch, indexing):
     assert [g.tolist() for g in ours] == [g.tolist() for g in theirs]
 
 
-def test_pad_declines_other_modes_and_too_many_pairs():
-    with pytest.raises(NotImplementedError, match="only mode='constant'"):
-        F.pad(lt.ones(2, 2), (1, 1), mode="reflect")
+def test_pad_declines_an_unknown_mode_and_too_many_pairs():
+    with pytest.raises(ValueError, match="mode must be 'constant', 'reflect', 'replicate' or 'circular'"):
+        F.pad(lt.ones(2, 2), (1, 1), mode="mirror")
     with pytest.raises(ValueError, match="at most 2 dims"):
         F.pad(lt.ones(2, 2), (1, 1, 1, 1, 1, 1))
 
