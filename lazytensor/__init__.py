@@ -3,7 +3,9 @@
 Every operation builds a graph node; values are computed only when something reads them on the host
 (printing, .numpy(), .item(), element access, bool/float/int) or when lt.realize() is called.
 """
+import functools as _functools
 import math as _math
+import types as _types
 
 from .dtypes import (DType, bfloat16, bool_ as bool, complex64, complex128, float16, float32, float64,  # noqa: A004
                      int8, int16, int32, int64, uint8)
@@ -74,3 +76,8 @@ __version__ = version.__version__
 from . import array_api, backends, distributed, distributions, nn, onnx, optim, utils  # noqa: E402  (they import the API above)
 one_hot = nn.functional.one_hot
 from .torch_compile import compile  # noqa: E402,A004
+from . import amp  # noqa: E402
+from .amp import autocast  # noqa: E402
+cpu = _types.SimpleNamespace(amp=_types.SimpleNamespace(autocast=_functools.partial(autocast, "cpu")))
+cuda.amp = _types.SimpleNamespace(autocast=_functools.partial(autocast, "cuda"), GradScaler=amp.GradScaler,
+                                  custom_fwd=amp.custom_fwd, custom_bwd=amp.custom_bwd)

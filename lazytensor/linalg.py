@@ -1,6 +1,6 @@
 """Matrix products (2-D, batched with broadcasting batch dims, matrix-vector, vector dot products, addmm),
 vector norms and diagonals."""
-from . import dtypes
+from . import amp as _amp, dtypes
 from .creation import arange, zeros
 from .elementwise import broadcast_shapes, where
 from .shape_ops import cat
@@ -16,6 +16,8 @@ def matmul(a, b):
                          f"{b.shape}; use * to multiply by a scalar")
     if dtypes.bool_ in (a.dtype, b.dtype):
         raise TypeError("matmul: not defined for bool tensors; cast to a number type first")
+    if _amp._REGIONS:
+        a, b = _amp.lower(a, b)
     sa = (1,) + a.shape if a.ndim == 1 else a.shape
     sb = b.shape + (1,) if b.ndim == 1 else b.shape
     if sa[-1] != sb[-2]:

@@ -2,7 +2,7 @@
 losses (cross_entropy here, the others in losses.py)."""
 import math
 
-from .. import dtypes
+from .. import amp as _amp, dtypes
 from ..activations import log_softmax, softmax  # noqa: F401  (re-exported)
 from ..creation import arange, full, ones
 from ..indexing import embedding_rows
@@ -27,6 +27,8 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
 def linear(x, weight, bias=None):
+    if _amp._REGIONS:  # autocast: the layer in low precision, its bias too (PyTorch's rule)
+        x, weight, bias = _amp.lower(x, weight, bias)
     out = x @ weight.mT
     return out if bias is None else out + bias
 
@@ -66,6 +68,8 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     weight, backward keeps x and normalizes it again for the weight's gradient (lazytensor/recompute.py)
     instead of keeping the normalized value."""
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if _amp._REGIONS:  # autocast on CUDA keeps normalizations in float32
+        x, weight, bias = _amp.widen(x, weight, bias, kind="norm")
     if x.shape[x.ndim - len(shape):] != shape:
         raise ValueError(f"layer_norm: input of shape {x.shape} does not end in normalized_shape {shape}")
     if not x.dtype.is_floating_point:
@@ -105,6 +109,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     the same weight, ignore_index and reduction. Float targets of the input's shape are class
     probabilities; `label_smoothing` mixes the targets with the uniform distribution."""
     class_dim = 0 if input.ndim == 1 else 1
+    if _amp._REGIONS:  # autocast keeps losses in float32
+        (input,) = _amp.widen(input)
     logp = log_softmax(input, dim=class_dim)
     if target.dtype.is_floating_point:
         if target.shape != input.shape:

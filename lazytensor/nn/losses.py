@@ -1,6 +1,11 @@
 """Losses in PyTorch's shape (reduction="mean" | "sum" | "none"), built from differentiable ops."""
-from .. import dtypes
+from .. import amp as _amp, dtypes
 from ..elementwise import where
+
+
+def _float32_in_autocast(input, target):
+    """Autocast keeps losses in float32 (PyTorch's rule): low-precision operands widened inside a region."""
+    return _amp.widen(input, target) if _amp._REGIONS else (input, target)
 
 
 def reduced(losses, reduction, name):
@@ -22,6 +27,7 @@ def _same_shape(name, input, target):
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """(input - target)^2, reduced."""
+    input, target = _float32_in_autocast(input, target)
     _same_shape("mse_loss", input, target)
     diff = input - target
     return reduced(diff * diff, legacy_reduction(size_average, reduce, reduction), "mse_loss")
@@ -56,6 +62,8 @@ def legacy_reduction(size_average, reduce, reduction):
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """-weight[t] * input[n, t] for log-probabilities (N, C) (or (N, C, d1, ...)) and class targets t; rows
     whose target is `ignore_index` count for nothing; the mean divides by the kept rows' total weight."""
+    if _amp._REGIONS:  # autocast keeps losses in float32
+        (input,) = _amp.widen(input)
     reduction = legacy_reduction(size_average, reduce, reduction)
     shape = target.shape
     input, target = _classes_last(input, target, "nll_loss")
@@ -77,12 +85,14 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """|input - target|, reduced."""
+    input, target = _float32_in_autocast(input, target)
     _same_shape("l1_loss", input, target)
     return reduced((input - target).abs(), legacy_reduction(size_average, reduce, reduction), "l1_loss")
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target); beta 0 is the L1 loss."""
+    input, target = _float32_in_autocast(input, target)
     _same_shape("smooth_l1_loss", input, target)
     if beta < 0:
         raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
@@ -93,6 +103,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 
 def huber_loss(input, target, reduction="mean", delta=1.0):
     """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta): smooth_l1_loss times delta."""
+    input, target = _float32_in_autocast(input, target)
     _same_shape("huber_loss", input, target)
     if delta <= 0:
         raise ValueError(f"huber_loss: delta must be positive, got {delta}")
@@ -117,6 +128,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
                                      pos_weight=None):
     """-(t * log(sigmoid(x)) + (1 - t) * log(1 - sigmoid(x))), computed stably as
     max(x, 0) - x * t + log1p(exp(-|x|))."""
+    input, target = _float32_in_autocast(input, target)
     _same_shape("binary_cross_entropy_with_logits", input, target)
     if pos_weight is None:
         losses = input.relu() - input * target + (-input.abs()).exp().log1p()
@@ -130,6 +142,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     """-(t * log(p) + (1 - t) * log(1 - p)) for probabilities p, each log clamped at -100 as PyTorch does."""
+    input, target = _float32_in_autocast(input, target)
     _same_shape("binary_cross_entropy", input, target)
     log_p = input.log().clip(min=-100.0)
     log_q = (1.0 - input).log().clip(min=-100.0)

@@ -6,7 +6,7 @@ the running statistics in place (the same tensors, so `lt.jit` replays update th
 momentum rule: running = (1 - momentum) * running + momentum * batch statistic, the variance's unbiased,
 and `momentum=None` a cumulative average over `num_batches_tracked`.
 """
-from .. import dtypes, grad_mode
+from .. import amp as _amp, dtypes, grad_mode
 from ..creation import ones, tensor, zeros
 from .module import Module, Parameter
 
@@ -38,6 +38,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     ones given, in place), else the running statistics."""
     if input.ndim < 2:
         raise ValueError(f"batch_norm: expected an input (N, C, ...), got shape {input.shape}")
+    if _amp._REGIONS:  # autocast on CUDA keeps normalizations in float32
+        input, weight, bias = _amp.widen(input, weight, bias, kind="norm")
     axes = (0,) + tuple(range(2, input.ndim))
     count = input.numel() // input.shape[1]
     if training:
@@ -68,6 +70,8 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     """PyTorch's F.group_norm: the channels of (N, C, ...) in `num_groups` groups, each normalized over its
     channels and positions, then per-channel weight and bias."""
     N, C = input.shape[:2]
+    if _amp._REGIONS:
+        input, weight, bias = _amp.widen(input, weight, bias, kind="norm")
     if C % num_groups:
         raise ValueError(f"group_norm: {C} channels cannot be split into {num_groups} groups")
     grouped = input.reshape(N, num_groups, -1)

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from .. import creation
+from .. import amp as _amp, creation
 from ..tensor import Tensor
 
 
@@ -57,6 +57,8 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     """PyTorch's F.conv2d: (N, C, H, W) (or unbatched (C, H, W)) with weight (O, C/groups, kh, kw)."""
     if input.ndim == 3:
         return conv2d(input.unsqueeze(0), weight, bias, stride, padding, dilation, groups).squeeze(0)
+    if _amp._REGIONS:  # autocast: convolutions in low precision, the bias too
+        input, weight, bias = _amp.lower(input, weight, bias)
     if input.ndim != 4 or weight.ndim != 4:
         raise ValueError(f"conv2d: expected input (N, C, H, W) and weight (O, C/groups, kh, kw), got "
                          f"{input.shape} and {weight.shape}")
