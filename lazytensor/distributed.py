@@ -13,6 +13,7 @@ every rank) and puts the result back where the tensor lived (reason "collective-
 communicating. Collectives are in-place on their tensor, as in PyTorch.
 """
 import contextlib
+import os
 import sys
 import time
 import traceback
@@ -91,8 +92,15 @@ def library():
     return getattr(comm, "library", comm.name)
 
 
-def barrier():
+def barrier(group=None, async_op=False, device_ids=None):
+    _no_async("barrier", async_op)
     _comm().barrier()
+
+
+def _no_async(what, async_op):
+    if async_op:
+        raise NotImplementedError(f"{what}: async_op=True is not supported (collectives complete before they "
+                                  f"return)")
 
 
 def _exchanged(seconds, nbytes):
@@ -131,9 +139,11 @@ def _check(tensor, what):
                            "call it under lt.no_grad()")
 
 
-def all_reduce(tensor, op="sum"):
-    """Replace `tensor` on every rank by the reduction over ranks ("sum", "mean", "max", "min"), the
-    same bytes everywhere (fixed rank order, float64 accumulation, one rounding). Returns `tensor`."""
+def all_reduce(tensor, op="sum", group=None, async_op=False):
+    """Replace `tensor` on every rank by the reduction over ranks ("sum", "mean", "max", "min", or
+    ReduceOp's), the same bytes everywhere (fixed rank order, float64 accumulation, one rounding).
+    Returns `tensor`."""
+    _no_async("all_reduce", async_op)
     if op not in _coll.REDUCE_OPS:
         raise ValueError(f"all_reduce: op must be one of {', '.join(_coll.REDUCE_OPS)}, got {op!r}")
     _check(tensor, "all_reduce")
@@ -143,8 +153,9 @@ def all_reduce(tensor, op="sum"):
     return _replace(tensor, lambda array: _coll.all_reduce(comm, array, op), "all_reduce")
 
 
-def broadcast(tensor, src=0):
+def broadcast(tensor, src=0, group=None, async_op=False):
     """Replace `tensor` on every rank by rank `src`'s value. Returns `tensor`."""
+    _no_async("broadcast", async_op)
     _check(tensor, "broadcast")
     comm = _comm()
     if not 0 <= src < comm.size:
@@ -152,9 +163,10 @@ def broadcast(tensor, src=0):
     return _replace(tensor, lambda array: _coll.broadcast(comm, array, src), "broadcast")
 
 
-def all_gather(tensor_list, tensor):
+def all_gather(tensor_list, tensor, group=None, async_op=False):
     """Fill `tensor_list` (world_size() tensors shaped like `tensor`) with every rank's `tensor`, in
     rank order, as torch.distributed.all_gather does."""
+    _no_async("all_gather", async_op)
     comm = _comm()
     if not isinstance(tensor_list, list) or len(tensor_list) != comm.size:
         raise ValueError(f"all_gather: tensor_list must be a list of {comm.size} tensors (one per rank)")
@@ -169,6 +181,53 @@ def all_gather(tensor_list, tensor):
     return tensor_list
 
 
+# ---- PyTorch's names (`import torch.distributed as dist` as written for PyTorch) ---------------------------
+class ReduceOp:
+    """torch.distributed.ReduceOp: the reductions all_reduce takes."""
+    SUM, AVG, MAX, MIN = "sum", "mean", "max", "min"
+
+
+def is_available():
+    return True
+
+
+def is_torchelastic_launched():
+    return False
+
+
+def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1, store=None,
+                       group_name="", pg_options=None, device_id=None):
+    """PyTorch's init_process_group over MPI: the job is the one mpiexec started (`backend` "gloo", "nccl" or
+    "mpi" is accepted: MPI carries every collective here). A torchrun-style start (WORLD_SIZE above 1 in
+    the environment without mpiexec) is refused with the command to use instead."""
+    expected = int(os.environ.get("WORLD_SIZE", world_size if world_size and world_size > 0 else 1))
+    if expected > 1 and not launched_by_mpi():
+        raise RuntimeError(f"init_process_group: WORLD_SIZE={expected} but this process was not started by "
+                           f"mpiexec; lazytensor's collectives run over MPI: start the program with "
+                           f"`mpiexec -n {expected} python ...` instead of torchrun")
+    init()
+    if expected > 1 and expected != _comm().size:
+        raise RuntimeError(f"init_process_group: WORLD_SIZE={expected} but mpiexec started {_comm().size} ranks")
+
+
+def get_rank(group=None):
+    return rank()
+
+
+def get_world_size(group=None):
+    return world_size()
+
+
+def get_backend(group=None):
+    return "mpi"
+
+
+def destroy_process_group(group=None):
+    """End this process's part in the job (MPI finalizes at exit; later calls need init again)."""
+    _comm()
+    _STATE["comm"] = None
+
+
 class DistributedDataParallel:
     """Wraps a Module for data-parallel training: at construction rank 0's parameters (and buffers) are
     broadcast to every rank; after every backward() the gradients of its parameters are averaged over
@@ -178,7 +237,11 @@ class DistributedDataParallel:
     `no_sync()` skips the averaging (gradient accumulation: the last backward averages the total).
     Calls and attribute reads go to the wrapped module (`.module`)."""
 
-    def __init__(self, module, bucket_cap_mb=25):
+    def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers=True,
+                 process_group=None, bucket_cap_mb=25, find_unused_parameters=False, check_reduction=False,
+                 gradient_as_bucket_view=False, static_graph=False):
+        # (PyTorch's placement and bucketing options are accepted: devices are chosen by lt.set_device,
+        # and an unused parameter counts as a zero gradient on every rank)
         object.__setattr__(self, "module", module)
         object.__setattr__(self, "_syncing", True)
         comm = _comm()
@@ -206,6 +269,18 @@ class DistributedDataParallel:
 
     def __call__(self, *args, **kwargs):
         return self.module(*args, **kwargs)
+
+    def parameters(self, recurse=True):
+        return self.module.parameters(recurse)
+
+    def state_dict(self, *args, **kwargs):
+        """The wrapped module's state dict, under PyTorch's `module.` prefix."""
+        return {f"module.{k}": v for k, v in self.module.state_dict(*args, **kwargs).items()}
+
+    def load_state_dict(self, state, strict=True):
+        """A state dict of this wrapper (keys under `module.`) or of the module itself."""
+        state = {k[len("module."):] if k.startswith("module.") else k: v for k, v in state.items()}
+        return self.module.load_state_dict(state, strict)
 
     def __getattr__(self, name):
         return getattr(self.module, name)

@@ -183,3 +183,35 @@ def test_lazytensor_train_on_two_ranks_reports_once_writes_once_and_resumes_on_o
 def test_nproc_below_one_is_refused_with_the_flag_named(tmp_path):
     done = _train(tmp_path, "--nproc", "0", "--steps", "1")
     assert done.returncode == 2 and "--nproc 0: give at least 1 process" in done.stderr
+
+
+@needs_mpi
+def test_a_pytorch_data_parallel_script_runs_under_mpiexec_with_its_imports_changed(tmp_path):
+    script = os.path.join(HERE, "mpi_torch_style.py")
+    done = subprocess.run([MPIEXEC, "-n", "2", sys.executable, script, str(tmp_path)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert ranks[0]["world"] == 2 and ranks[0]["params"] == ranks[1]["params"]  # byte-identical replicas
+    assert list(ranks[0]["params"]) == ["module.0.weight", "module.0.bias", "module.2.weight", "module.2.bias"]
+    assert ranks[0]["losses"] == ranks[1]["losses"] and ranks[0]["losses"][-1] < ranks[0]["losses"][0]
+
+
+def test_init_process_group_refuses_a_torchrun_start_naming_mpiexec(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr(dist, "launched_by_mpi", lambda: False)
+    with pytest.raises(RuntimeError, match=r"mpiexec -n 2 python"):
+        dist.init_process_group("nccl")
+
+
+def test_the_distributed_sampler_splits_and_pads_as_pytorchs():
+    torch = pytest.importorskip("torch")
+    from lazytensor.utils.data.distributed import DistributedSampler
+    for n, replicas, drop in ((10, 3, False), (10, 3, True), (8, 4, False)):
+        for r in range(replicas):
+            ours = list(DistributedSampler(range(n), num_replicas=replicas, rank=r, shuffle=False, drop_last=drop))
+            theirs = list(torch.utils.data.distributed.DistributedSampler(range(n), num_replicas=replicas, rank=r,
+                                                                           shuffle=False, drop_last=drop))
+            assert ours == theirs
+    shares = [set(DistributedSampler(range(12), num_replicas=3, rank=r, seed=5)) for r in range(3)]
+    assert set.union(*shares) == set(range(12)) and sum(map(len, shares)) == 12

@@ -1,5 +1,5 @@
 """Neural-network building blocks in PyTorch's shape: Module, Parameter, layers, functional, init, utils."""
-from . import functional, init, utils
+from . import functional, init, parallel, utils
 from .activation_layers import (CELU, ELU, GELU, GLU, SELU, Flatten, Hardsigmoid, Hardswish, Hardtanh, Identity,
                                 LeakyReLU, LogSigmoid, LogSoftmax, Mish, PReLU, ReLU, ReLU6, Sigmoid, SiLU, Softmax,
                                 Softmin, Softplus, Softsign, Tanh, Tanhshrink, Threshold, Unflatten)
