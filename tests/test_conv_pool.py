@@ -210,3 +210,45 @@ def test_adaptive_pooling_to_a_size_that_does_not_divide_builds_a_few_nodes_not_
 def test_adaptive_pooling_refuses_a_zero_output_size_naming_the_function():
     with pytest.raises(ValueError, match="adaptive_avg_pool2d: output_size must be a positive int"):
         F.adaptive_avg_pool2d(lt.ones(1, 1, 4, 4), (0, 3))
+
+
+CONV_T = [  # (input shape, weight shape, kwargs)
+    ((2, 4, 5, 6), (4, 3, 3, 3), {}),
+    ((2, 4, 5, 6), (4, 3, 3, 2), dict(stride=2, padding=1, output_padding=1)),
+    ((1, 4, 4, 4), (4, 2, 3, 3), dict(groups=2, dilation=2, stride=3, output_padding=2)),
+    ((3, 5, 5), (3, 2, 2, 2), dict(stride=2)),  # unbatched
+]
+
+
+@pytest.mark.parametrize("shapes", CONV_T, ids=range(len(CONV_T)))
+def test_conv_transpose2d_matches_pytorch_in_value_and_gradient(torch, shapes):
+    xs, ws, kw = shapes
+    x, w = R.standard_normal(xs), R.standard_normal(ws)
+    b = R.standard_normal(ws[1] * kw.get("groups", 1))
+    _check(torch, lambda x, w, b: F.conv_transpose2d(x, w, b, **kw),
+           lambda x, w, b: torch.nn.functional.conv_transpose2d(x, w, b, **kw), x, w, b)
+
+
+def test_conv_transpose1d_matches_pytorch_in_value_and_gradient(torch):
+    x, w = R.standard_normal((2, 4, 7)), R.standard_normal((4, 3, 3))
+    _check(torch, lambda x, w: F.conv_transpose1d(x, w, stride=2, padding=1, output_padding=1),
+           lambda x, w: torch.nn.functional.conv_transpose1d(x, w, stride=2, padding=1, output_padding=1), x, w)
+
+
+def test_conv_transpose_modules_have_pytorchs_parameters_and_outputs(torch):
+    for name, shape in (("ConvTranspose2d", (2, 4, 5, 5)), ("ConvTranspose1d", (2, 4, 9))):
+        ours, theirs = getattr(lt.nn, name)(4, 6, 3, stride=2, padding=1), getattr(torch.nn, name)(4, 6, 3, stride=2,
+                                                                                                      padding=1)
+        assert [(n, tuple(p.shape)) for n, p in ours.named_parameters()] == \
+            [(n, tuple(p.shape)) for n, p in theirs.named_parameters()]
+        bound = 1 / np.sqrt(6 * 9 if name.endswith("2d") else 6 * 3)
+        assert float(ours.weight.abs().max()) <= bound
+        ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+        x = R.standard_normal(shape).astype(np.float32)
+        np.testing.assert_allclose(ours(lt.tensor(x)).numpy(), theirs(torch.tensor(x)).detach().numpy(), rtol=1e-4,
+                                   atol=1e-5)
+
+
+def test_conv_transpose_refuses_an_output_padding_as_large_as_the_stride():
+    with pytest.raises(ValueError, match=r"output_padding \(2, 2\) must be smaller than the stride \(2, 2\)"):
+        F.conv_transpose2d(lt.ones(1, 1, 3, 3), lt.ones(1, 1, 3, 3), stride=2, output_padding=2)

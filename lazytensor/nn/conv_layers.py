@@ -56,6 +56,64 @@ class Conv2d(_ConvNd):
         return W.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
 
+class _ConvTransposeNd(Module):
+    """PyTorch's ConvTranspose modules: weight (in, out/groups, *kernel), kaiming-uniform from the fan-in
+    PyTorch computes for it (out/groups times the kernel size), bias the same bound."""
+
+    def __init__(self, n, in_channels, out_channels, kernel_size, stride, padding, output_padding, groups, bias,
+                 dilation, padding_mode, device, dtype):
+        super().__init__()
+        name = f"ConvTranspose{n}d"
+        if padding_mode != "zeros":
+            raise NotImplementedError(f"{name}: padding_mode={padding_mode!r}; only 'zeros' is supported")
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(f"{name}: in_channels {in_channels} and out_channels {out_channels} must be "
+                             f"divisible by groups={groups}")
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        self.kernel_size = W.pair(kernel_size, "kernel_size", n)
+        self.stride, self.padding = W.pair(stride, "stride", n), W.pair(padding, "padding", n)
+        self.output_padding, self.dilation = W.pair(output_padding, "output_padding", n), W.pair(dilation, "dilation", n)
+        fan_in = out_channels // groups * math.prod(self.kernel_size)
+        bound = 1.0 / math.sqrt(fan_in) if fan_in else 0.0
+        with grad_mode.no_grad():
+            self.weight = Parameter(uniform(in_channels, out_channels // groups, *self.kernel_size, low=-bound,
+                                            high=bound))
+            self.bias = Parameter(uniform(out_channels, low=-bound, high=bound)) if bias else None
+        self._factory(device, dtype)
+
+    def _check_output_size(self, output_size):
+        if output_size is not None:
+            raise NotImplementedError(f"{type(self).__name__}: output_size is not supported; give output_padding")
+
+    def extra_repr(self):
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+                + (", bias=False" if self.bias is None else ""))
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
+                 bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
+        super().__init__(1, in_channels, out_channels, kernel_size, stride, padding, output_padding, groups, bias,
+                         dilation, padding_mode, device, dtype)
+
+    def forward(self, x, output_size=None):
+        self._check_output_size(output_size)
+        return W.conv_transpose1d(x, self.weight, self.bias, self.stride, self.padding, self.output_padding,
+                                  self.groups, self.dilation)
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
+                 bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
+        super().__init__(2, in_channels, out_channels, kernel_size, stride, padding, output_padding, groups, bias,
+                         dilation, padding_mode, device, dtype)
+
+    def forward(self, x, output_size=None):
+        self._check_output_size(output_size)
+        return W.conv_transpose2d(x, self.weight, self.bias, self.stride, self.padding, self.output_padding,
+                                  self.groups, self.dilation)
+
+
 def _pool(name, fn, doc, **defaults):
     names = list(defaults)
 

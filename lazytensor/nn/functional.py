@@ -14,7 +14,7 @@ from . import losses as _losses
 from .losses import (binary_cross_entropy, binary_cross_entropy_with_logits, huber_loss, kl_div,  # noqa: F401
                      l1_loss, mse_loss, nll_loss, smooth_l1_loss)
 from .windows import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool2d, avg_pool1d,  # noqa: F401
-                      avg_pool2d, conv1d, conv2d, max_pool1d, max_pool2d)
+                      avg_pool2d, conv1d, conv2d, conv_transpose1d, conv_transpose2d, max_pool1d, max_pool2d)
 from .normalization import batch_norm, group_norm, instance_norm  # noqa: F401
 from .vision import (dropout1d, dropout2d, dropout3d, interpolate, pad_by_index, pixel_shuffle,  # noqa: F401
                      pixel_unshuffle)
@@ -218,7 +218,7 @@ __all__ = ["linear", "embedding", "gelu", "layer_norm", "dropout", "cross_entrop
            "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool2d", "celu", "elu", "glu",
            "hardsigmoid", "hardswish", "hardtanh", "leaky_relu", "logsigmoid", "mish", "relu6", "selu", "softmin",
            "softsign", "tanhshrink", "threshold", "batch_norm", "group_norm", "instance_norm", "dropout1d", "dropout2d", "dropout3d", "interpolate",
-           "pixel_shuffle", "pixel_unshuffle", "Tensor"]
+           "pixel_shuffle", "pixel_unshuffle", "conv_transpose1d", "conv_transpose2d", "Tensor"]
 
 
 def pad(x, pad, mode="constant", value=0.0):  # noqa: A002  (PyTorch's names)

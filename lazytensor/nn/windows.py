@@ -94,6 +94,56 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return out.squeeze(2)
 
 
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """PyTorch's F.conv_transpose2d: (N, C_in, H, W) (or unbatched) with weight (C_in, C_out/groups, kh, kw),
+    the gradient of a convolution with respect to its input: W^T @ the input's pixels, added back into
+    the output's windows (one product per group, one `col2im`; both have gradients)."""
+    if input.ndim == 3:
+        return conv_transpose2d(input.unsqueeze(0), weight, bias, stride, padding, output_padding, groups,
+                                dilation).squeeze(0)
+    if input.ndim != 4 or weight.ndim != 4:
+        raise ValueError(f"conv_transpose2d: expected input (N, C_in, H, W) and weight (C_in, C_out/groups, kh, kw),"
+                         f" got {input.shape} and {weight.shape}")
+    if _amp._REGIONS:
+        input, weight, bias = _amp.lower(input, weight, bias)
+    N, C, H, W = input.shape
+    Cw, Cg, kh, kw = weight.shape
+    if groups < 1 or Cw != C or C % groups:
+        raise ValueError(f"conv_transpose2d: input has {C} channels, weight {weight.shape} with groups={groups} "
+                         f"expects {Cw} (divisible by groups)")
+    (sh, sw), (ph, pw) = pair(stride, "conv_transpose2d: stride"), pair(padding, "conv_transpose2d: padding")
+    (oh, ow), (dh, dw) = pair(output_padding, "conv_transpose2d: output_padding"), pair(dilation,
+                                                                                         "conv_transpose2d: dilation")
+    if min(kh, kw, sh, sw, dh, dw) < 1 or min(ph, pw, oh, ow) < 0:
+        raise ValueError(f"conv_transpose2d: kernel, stride and dilation must be positive and padding non-negative, "
+                         f"got kernel {(kh, kw)}, stride {(sh, sw)}, padding {(ph, pw)}, dilation {(dh, dw)}")
+    if oh >= max(sh, dh) or ow >= max(sw, dw):
+        raise ValueError(f"conv_transpose2d: output_padding {(oh, ow)} must be smaller than the stride {(sh, sw)} or "
+                         f"the dilation {(dh, dw)}")
+    Ho, Wo = (H - 1) * sh - 2 * ph + dh * (kh - 1) + oh + 1, (W - 1) * sw - 2 * pw + dw * (kw - 1) + ow + 1
+    if Ho < 1 or Wo < 1:
+        raise ValueError(f"conv_transpose2d: the output would be {(Ho, Wo)}; the padding is too large")
+    lead = (groups,) if groups > 1 else ()
+    pixels = input.permute(1, 0, 2, 3).reshape(*lead, C // groups, N * H * W)
+    cols = (weight.reshape(*lead, C // groups, -1).mT @ pixels).reshape(Cg * groups, kh, kw, N, H, W)
+    attrs = {"kernel": (kh, kw), "stride": (sh, sw), "padding": (ph, pw), "dilation": (dh, dw), "pad_value": 0.0,
+             "groups": groups, "shape": (N, Cg * groups, Ho, Wo)}
+    out = Tensor._from_op("col2im", (cols,), attrs, (N, Cg * groups, Ho, Wo), cols.dtype)
+    return out if bias is None else out + bias.reshape(-1, 1, 1)
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """PyTorch's F.conv_transpose1d: (N, C_in, L) with weight (C_in, C_out/groups, k), as height 1."""
+    if input.ndim == 2:
+        return conv_transpose1d(input.unsqueeze(0), weight, bias, stride, padding, output_padding, groups,
+                                dilation).squeeze(0)
+    (s,), (p,) = pair(stride, "conv_transpose1d: stride", 1), pair(padding, "conv_transpose1d: padding", 1)
+    (o,), (d,) = pair(output_padding, "conv_transpose1d: output_padding", 1), pair(dilation,
+                                                                                   "conv_transpose1d: dilation", 1)
+    out = conv_transpose2d(input.unsqueeze(2), weight.unsqueeze(2), bias, (1, s), (0, p), (0, o), groups, (1, d))
+    return out.squeeze(2)
+
+
 def _pool_args(name, kernel_size, stride, padding, dilation, n):
     kernel = pair(kernel_size, f"{name}: kernel_size", n)
     stride = kernel if stride is None or stride == () or stride == [] else pair(stride, f"{name}: stride", n)
