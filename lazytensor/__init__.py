@@ -76,6 +76,11 @@ __version__ = version.__version__
 from . import array_api, backends, distributed, distributions, nn, onnx, optim, utils  # noqa: E402  (they import the API above)
 one_hot = nn.functional.one_hot
 from .torch_compile import compile  # noqa: E402,A004
+from . import sparse  # noqa: E402
+from .sparse import SparseTensor, sparse_coo_tensor, spmm  # noqa: E402
+sparse.bind()
+mm = _functools.wraps(_torch_methods.mm)(
+    lambda a, b: sparse.mm(a, b) if isinstance(a, SparseTensor) else _torch_methods.mm(a, b))
 from . import amp  # noqa: E402
 from .amp import autocast  # noqa: E402
 cpu = _types.SimpleNamespace(amp=_types.SimpleNamespace(autocast=_functools.partial(autocast, "cpu")))
