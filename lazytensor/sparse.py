@@ -89,6 +89,11 @@ class SparseTensor:
     def __matmul__(self, other):
         return mm(self, other)
 
+    def __add__(self, other):
+        return self.to_dense() + (other.to_dense() if isinstance(other, SparseTensor) else other)
+
+    __radd__ = __add__
+
     def mm(self, other):
         return mm(self, other)
 
@@ -166,6 +171,11 @@ def addmm(mat, mat1, mat2, *, beta=1.0, alpha=1.0):
 
 
 def bind():
-    """Tensor.to_sparse and Tensor.is_sparse."""
+    """Tensor.to_sparse, Tensor.is_sparse, and dense + sparse, dense @ sparse (a dense result, as PyTorch)."""
     Tensor.to_sparse = to_sparse
     Tensor.is_sparse = False
+    add, radd, matmul = Tensor.__add__, Tensor.__radd__, Tensor.__matmul__
+    Tensor.__add__ = lambda self, other: add(self, other.to_dense() if isinstance(other, SparseTensor) else other)
+    Tensor.__radd__ = lambda self, other: radd(self, other.to_dense() if isinstance(other, SparseTensor) else other)
+    Tensor.__matmul__ = lambda self, other: mm(other.t(), self.mT).mT if isinstance(other, SparseTensor) \
+        else matmul(self, other)

@@ -376,3 +376,45 @@ def test_import_rewrite_changes_only_import_lines():
     assert P.as_lazytensor(source).splitlines() == [
         "import lazytensor as torch", "import lazytensor.nn as nn", "from lazytensor.nn import functional as F",
         "x = torch.zeros(1)"]
+
+
+# ---- pytorch/examples: gcn (a graph network over sparse matrices) --------------------------------------------
+GCN = {"main": "pytorch_examples/gcn/main.py"}
+GCN_REMOVED = {"main": ["import requests"]}  # (the dataset download, in its __main__ part)
+
+
+def _tiny_cora(folder, nodes=60, features=12, classes=3, edges=150):
+    """Files in Cora's format (cora.content: id, 0/1 features, label; cora.cites: pairs of ids)."""
+    rs = np.random.default_rng(7)
+    ids = rs.choice(100000, nodes, replace=False)
+    with open(folder / "cora.content", "w") as f:
+        for i in ids:
+            bits = "\t".join(str(b) for b in (rs.random(features) < 0.3).astype(int))
+            f.write(f"{i}\t{bits}\tclass{rs.integers(classes)}\n")
+    with open(folder / "cora.cites", "w") as f:
+        for _ in range(edges):
+            a, b = rs.choice(ids, 2, replace=False)
+            f.write(f"{a}\t{b}\n")
+
+
+def test_gcn_trains_like_pytorch_on_sparse_adjacency(torch, tmp_path, capsys):
+    _tiny_cora(tmp_path)
+    order = np.random.default_rng(3).permutation(60)
+    printed, weights = {}, _Weights()
+    for fw in ("torch", "lazytensor"):
+        framework = torch if fw == "torch" else lt
+        program = P.load(fw, GCN, GCN_REMOVED)["main"]
+        features, labels, adj = program.load_cora(path=str(tmp_path))
+        assert features.is_sparse and adj.is_sparse and tuple(features.shape) == (60, 12)
+        gcn = program.GCN(12, 8, 3, True, 0.0)
+        _same_weights(torch, weights, fw, gcn)
+        optimizer = program.Adam(gcn.parameters(), lr=0.05, weight_decay=5e-4)
+        criterion = program.nn.NLLLoss()
+        idx = framework.tensor(order)
+        capsys.readouterr()
+        for epoch in range(1, 9):  # the program's own training iteration, printing every 2nd epoch
+            program.train_iter(epoch, gcn, optimizer, criterion, (features, adj), labels, idx[20:], idx[:20], 2)
+        printed[fw] = capsys.readouterr().out
+    values = {fw: [float(v) for v in re.findall(r"loss_\w+: ([0-9.]+)", text)] for fw, text in printed.items()}
+    assert len(values["lazytensor"]) == len(values["torch"]) == 8
+    assert all(abs(a - b) <= 1.01e-4 for a, b in zip(values["lazytensor"], values["torch"])), values  # 4 decimals
