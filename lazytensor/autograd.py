@@ -206,6 +206,13 @@ _SAVED_INPUTS = {"mul": _OTHER_NEEDS, "matmul": _OTHER_NEEDS,
                  **{op: (lambda i, ps: True) for op in ("log", "log1p", "sin", "cos", "abs", "erf")}}
 
 
+def _replayed(inputs, out, attrs, g):
+    raise RuntimeError("backward(): this tensor is a result an lt.jit replay handed back, and a replay keeps no "
+                       "gradient history. Call backward inside the compiled function (compile the whole training "
+                       "step), or call the forward without lt.jit (lt.compile runs a module's training forward "
+                       "uncompiled)")
+
+
 def check_saved(fn, out):
     """PyTorch's error when a value the record `fn` (of tensor `out`) saved for its gradient was changed in
     place after the op ran: its output (ops that read their result, lazytensor/inplace.py) or an input.
@@ -536,6 +543,7 @@ VJP = {
     "im2col": lambda inputs, out, attrs, g: (
         Tensor._from_op("col2im", (g,), {**attrs, "shape": inputs[0].shape}, inputs[0].shape, g.dtype),),
     "conv_product": _conv_product,
+    "replayed": _replayed,  # a jit replay's result (lazytensor/compiled.py): no history to go back through
     "col2im": lambda inputs, out, attrs, g: (
         Tensor._from_op("im2col", (g,), {**attrs, "pad_value": 0.0}, inputs[0].shape, g.dtype),),
     "cumprod": lambda inputs, out, attrs, g: (

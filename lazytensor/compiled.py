@@ -20,11 +20,13 @@ another thread's replay runs may see the updated value.
 
 A replay runs no Python of the function. So a capture is refused (a one-line `JitWarning`, and the
 function then runs eagerly for that guard) when the call reads or writes values on the host (`.item()`,
-printing, `copy_` from host data, `.to()`), reseeds the generator, keeps new tensors anywhere but in
-its return value and in `.grad`, or returns tensors with gradient history without computing any gradient
-itself (a forward whose result is differentiated after the call: a replay's values have no history) (the entries of runtime/replay/refusals.py for "jit"; each refusal is
+printing, `copy_` from host data, `.to()`), reseeds the generator, or keeps new tensors anywhere but in
+its return value and in `.grad` (the entries of runtime/replay/refusals.py for "jit"; each refusal is
 counted in `lt.counters()["replay_refusals"]`). Python numbers computed inside the function are constants of the
 capture: pass values that change (a learning rate of your own, a step count) as tensors or arguments.
+When the function computes no gradient itself (a forward), a replay's results require grad where the
+eager call's did but have no history: backward from them raises a RuntimeError that says so (compile
+the whole step, backward included, or call the forward eagerly).
 """
 import collections
 import functools
@@ -107,7 +109,7 @@ class _Variant:
     structure."""
 
     __slots__ = ("program", "bound", "specs", "modules", "rebinds", "regrads", "unread_grads", "unread_at", "made",
-                 "structure", "n_outs")
+                 "structure", "n_outs", "with_history")
 
 
 class CompiledFunction:
@@ -179,8 +181,6 @@ class CompiledFunction:
             recorder.close()
             modules, _modules_called = _modules_called, None
         self._counts["captured"] += 1
-        if recorder.refused is None and not regrads and any(t._grad_fn is not None for t in outs):
-            recorder.refuse(refusals.GRAD_HISTORY)
         if recorder.refused is None:
             kept = _escaped(alive, wanted, recorder)
             if kept is not None:
@@ -212,6 +212,9 @@ class CompiledFunction:
                 variant.specs[key] = specs[j] if alive[j] is None else (alive[j].shape, alive[j]._node.dtype)
         variant.modules = [(weakref.ref(m), m.training) for m in dict.fromkeys(modules)]
         n = variant.n_outs = len(outs)
+        # a forward (no gradient computed inside) whose results the caller may differentiate: its replays'
+        # results say they have no history when backward reaches them (a step's loss stays a plain value)
+        variant.with_history = () if regrads else tuple(i for i, t in enumerate(outs) if t._grad_fn is not None)
         variant.rebinds = [(refs[j], n + k) for k, j in enumerate(rebound)]
         k = n + len(rebound)
         variant.regrads = []
@@ -401,6 +404,8 @@ def _replay(variant, bound):
             t._node = hostio.value_node(buf)
     buffers = program.run({key: t._node.buffer for key, t in bound.items()}, donors, made)
     outs = [Tensor(hostio.value_node(b)) for b in buffers[:variant.n_outs]]
+    for i in variant.with_history:  # the eager call's results required grad: a replay's say they have none
+        outs[i].requires_grad, outs[i]._grad_fn = True, grad_mode.GradFn("replayed", (), {}, outs[i]._node)
     for ref, k in variant.rebinds:
         t = ref()
         if t is not None and t._node.buffer is not buffers[k]:  # the same Buffer: updated in place

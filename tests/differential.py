@@ -453,6 +453,12 @@ def agree(got, want, check, bound=None):
 def _agree(got, want, check, bound):
     if got.shape != want.shape or got.dtype != want.dtype:
         return False
+    if check == "sum" and bound is not None and want.dtype.kind in "fc":
+        # where Σ|x| overflows, a fold in another order may overflow differently (inf, or inf - inf = NaN,
+        # or a finite value): nothing to compare there
+        bounded = np.isfinite(np.broadcast_to(bound, want.shape))
+        if not bounded.all():
+            return _agree(got[bounded], want[bounded], check, np.broadcast_to(bound, want.shape)[bounded])
     if check == "exact" or want.dtype.kind not in "fc":
         nan = np.isnan(got) & np.isnan(want) if want.dtype.kind == "f" else np.zeros(got.shape, bool)
         return bool(np.all(nan | ((got == want) & (np.signbit(got) == np.signbit(want)))))

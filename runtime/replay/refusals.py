@@ -31,8 +31,6 @@ HOST_WRITE = Refusal("host_write", "a host write ({})", (JIT, REPEATS, BACKWARD)
 PLACEMENT = Refusal("placement", "a placement ({})", (JIT, REPEATS))
 RESEEDED = Refusal("reseeded", "the random generator was reseeded inside the compiled function", (JIT, REPEATS))
 KEPT_TENSORS = Refusal("kept_tensors", "it keeps {}, which a replay would not update", (JIT,))
-GRAD_HISTORY = Refusal("grad_history", "it returns tensors with gradient history and computes no gradient itself "
-                       "(a forward to be differentiated after the call, which a replay's values cannot be)", (JIT,))
 # Recordings worth less than they cost, or that cannot be compared:
 OFF = Refusal("off", "LAZYTENSOR_REPLAY=0", (REPEATS, BACKWARD))
 SMALL = Refusal("small", "fewer nodes than a signature is worth", (REPEATS, BACKWARD))
@@ -47,7 +45,7 @@ EFFECTS = Refusal("effects", "a gradient rule that realizes, reads or writes a v
 RELEASED = Refusal("released", "a record whose saved values were released", (BACKWARD,))
 EXPLICIT = Refusal("explicit", "create_graph or an explicit gradient", (BACKWARD,))
 
-ALL = (HOST_READ, HOST_WRITE, PLACEMENT, RESEEDED, KEPT_TENSORS, GRAD_HISTORY, OFF, SMALL, UNCOMPARABLE, HOST_VALUES, OUTSIDE,
+ALL = (HOST_READ, HOST_WRITE, PLACEMENT, RESEEDED, KEPT_TENSORS, OFF, SMALL, UNCOMPARABLE, HOST_VALUES, OUTSIDE,
        RANDOM, EFFECTS, RELEASED, EXPLICIT)
 
 
