@@ -4,10 +4,10 @@
 Inside an autocast region for the device in use, the ops PyTorch runs in low precision (matrix products,
 linear layers, convolutions, attention) cast their floating-point operands to the region's dtype
 (bfloat16 on the CPU by default, float16 on CUDA); the ops PyTorch keeps in float32 (losses; on CUDA also
-softmax, log-softmax and the normalizations) widen low-precision operands to float32. lazytensor computes float16/bfloat16
-ops in float32 and rounds each result once (docs/NUMERICS.md), so values follow PyTorch's within the
-low-precision dtype's rounding. A region for another device than the one in use changes nothing (as
-PyTorch, with a warning, when that device is not available).
+softmax, log-softmax and the normalizations) widen low-precision operands to float32. lazytensor computes
+float16/bfloat16 ops in float32 and rounds each result once (docs/NUMERICS.md), so values follow
+PyTorch's within the low-precision dtype's rounding. A region for another device than the one in use
+changes nothing (as PyTorch, with a warning, when that device is not available).
 
 `GradScaler` multiplies the loss by a scale, divides the gradients back (`unscale_`), skips the
 optimizer's step when a gradient is infinite or NaN (one host read per step) and adapts the scale, as

@@ -543,7 +543,6 @@ VJP = {
     "im2col": lambda inputs, out, attrs, g: (
         Tensor._from_op("col2im", (g,), {**attrs, "shape": inputs[0].shape}, inputs[0].shape, g.dtype),),
     "conv_product": _conv_product,
-    "replayed": _replayed,  # a jit replay's result (lazytensor/compiled.py): no history to go back through
     "col2im": lambda inputs, out, attrs, g: (
         Tensor._from_op("im2col", (g,), {**attrs, "pad_value": 0.0}, inputs[0].shape, g.dtype),),
     "cumprod": lambda inputs, out, attrs, g: (
@@ -551,7 +550,9 @@ VJP = {
 }
 
 
-RULES = {**VJP, "recompute": _recompute}  # the ops' rules, and recomputed records' (lazytensor/recompute.py)
+# the ops' rules, recomputed records' (lazytensor/recompute.py), and a jit replay's results', which have no
+# history to go back through (lazytensor/compiled.py)
+RULES = {**VJP, "recompute": _recompute, "replayed": _replayed}
 
 _missing = names(grad="rule") - VJP.keys()
 if _missing:  # an op marked differentiable must not silently become a constant

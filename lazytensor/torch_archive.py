@@ -1,12 +1,14 @@
 """PyTorch's checkpoint format (what `torch.save` writes since 1.6: a zip of `data.pkl` and one file per
 storage), read and written without PyTorch and without running code from the file.
 
-Reading unpickles with an allow-list, as `torch.load(weights_only=True)` does: tensors (rebuilt from
+Reading unpickles with an allow-list through a reader that builds only data (safe_pickle.py), as
+`torch.load(weights_only=True)` does: tensors (rebuilt from
 their storage bytes, strides and offsets), Parameters (as tensors), OrderedDict, dtypes, NumPy arrays and
-scalars of plain dtypes (numpy_pickles.py) and the builtin containers and numbers. Any other global (a class, `os.system`) raises LoadError before anything is
-called. Writing produces an archive `torch.load` reads: tensors with their dtype, shape and bytes; NumPy arrays
-as NumPy pickles them (as `torch.save` does: `torch.load(weights_only=True)` wants them allow-listed);
-dicts, lists, tuples, numbers, strings, bools and None as themselves.
+scalars of plain dtypes (numpy_pickles.py) and the builtin containers and numbers. Any other global (a
+class, `os.system`) raises LoadError before anything is called. Writing produces an archive `torch.load`
+reads: tensors with their dtype, shape and bytes; NumPy arrays as NumPy pickles them (as `torch.save`
+does: `torch.load(weights_only=True)` wants them allow-listed); dicts, lists, tuples, numbers, strings,
+bools and None as themselves.
 """
 import collections
 import io

@@ -40,7 +40,8 @@ def _fragment(draw):
         p.str(draw(st.sampled_from(["storage", "array", "0", "1", "cpu", "cuda:0", "name", "np", "__class__", "f4",
                                     "O", "latin1", "b", "<", ">"])))
     elif kind == "storage":
-        p.storage(draw(st.sampled_from(["0", "1", "2"])), draw(st.integers(0, 1 << 20)), draw(st.sampled_from(STORAGES)))
+        p.storage(draw(st.sampled_from(["0", "1", "2"])), draw(st.integers(0, 1 << 20)),
+                  draw(st.sampled_from(STORAGES)))
     elif kind == "tensor":
         ndim = draw(st.integers(0, 4))
         sizes = draw(st.lists(st.integers(0, 1 << 20) | st.integers(0, 5), min_size=ndim, max_size=ndim))

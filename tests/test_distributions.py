@@ -139,8 +139,8 @@ def test_multivariate_normal_matches_pytorch_from_each_matrix_form():
              "scale_tril": np.linalg.cholesky(cov)}[kw].astype(np.float32)
         ours = D.MultivariateNormal(lt.tensor(loc), **{kw: lt.tensor(m)})
         theirs = T.MultivariateNormal(torch.tensor(loc), **{kw: torch.tensor(m)})
-        np.testing.assert_allclose(ours.log_prob(lt.tensor(value)).numpy(), theirs.log_prob(torch.tensor(value)).numpy(),
-                                   rtol=1e-4)
+        np.testing.assert_allclose(ours.log_prob(lt.tensor(value)).numpy(),
+                                   theirs.log_prob(torch.tensor(value)).numpy(), rtol=1e-4)
         np.testing.assert_allclose(float(ours.entropy()), float(theirs.entropy()), rtol=1e-5)
         np.testing.assert_allclose(ours.covariance_matrix.numpy(), cov, rtol=1e-5, atol=1e-6)
     assert ours.rsample((4, 2)).shape == (4, 2, 3)

@@ -189,7 +189,8 @@ def test_a_gru_over_an_empty_sequence_says_the_sequence_is_empty():
 
 @pytest.mark.parametrize("make", [
     lambda nn, **kw: nn.Linear(3, 2, **kw), lambda nn, **kw: nn.Conv2d(1, 2, 3, **kw),
-    lambda nn, **kw: nn.Conv1d(1, 2, 3, **kw), lambda nn, **kw: nn.RNN(3, 4, **kw), lambda nn, **kw: nn.LSTM(3, 4, **kw),
+    lambda nn, **kw: nn.Conv1d(1, 2, 3, **kw), lambda nn, **kw: nn.RNN(3, 4, **kw),
+    lambda nn, **kw: nn.LSTM(3, 4, **kw),
     lambda nn, **kw: nn.GRU(3, 4, **kw), lambda nn, **kw: nn.GRUCell(3, 4, **kw),
     lambda nn, **kw: nn.LSTMCell(3, 4, **kw), lambda nn, **kw: nn.RNNCell(3, 4, **kw),
     lambda nn, **kw: nn.Embedding(5, 3, **kw), lambda nn, **kw: nn.LayerNorm(4, **kw),

@@ -46,8 +46,8 @@ def _train_then_eval(name, shape, steps=3, **kwargs):
     _close(ours(lt.tensor(x)), theirs(torch.tensor(x)), "output in evaluation")
 
 
-@pytest.mark.parametrize("name,shape", [("BatchNorm1d", (8, 3)), ("BatchNorm1d", (4, 3, 5)), ("BatchNorm2d", (4, 3, 5, 6)),
-                                        ("BatchNorm3d", (2, 3, 2, 3, 4))])
+@pytest.mark.parametrize("name,shape", [("BatchNorm1d", (8, 3)), ("BatchNorm1d", (4, 3, 5)),
+                                        ("BatchNorm2d", (4, 3, 5, 6)), ("BatchNorm3d", (2, 3, 2, 3, 4))])
 @pytest.mark.parametrize("kwargs", [{}, {"momentum": None}, {"affine": False}, {"track_running_stats": False},
                                     {"momentum": 0.3, "eps": 1e-3}])
 def test_batch_norm_trains_and_evaluates_like_pytorch(name, shape, kwargs):

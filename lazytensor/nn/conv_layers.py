@@ -72,7 +72,8 @@ class _ConvTransposeNd(Module):
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size = W.pair(kernel_size, "kernel_size", n)
         self.stride, self.padding = W.pair(stride, "stride", n), W.pair(padding, "padding", n)
-        self.output_padding, self.dilation = W.pair(output_padding, "output_padding", n), W.pair(dilation, "dilation", n)
+        self.output_padding = W.pair(output_padding, "output_padding", n)
+        self.dilation = W.pair(dilation, "dilation", n)
         fan_in = out_channels // groups * math.prod(self.kernel_size)
         bound = 1.0 / math.sqrt(fan_in) if fan_in else 0.0
         with grad_mode.no_grad():

@@ -217,7 +217,8 @@ __all__ = ["linear", "embedding", "gelu", "layer_norm", "dropout", "cross_entrop
            "binary_cross_entropy_with_logits", "conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d",
            "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool2d", "celu", "elu", "glu",
            "hardsigmoid", "hardswish", "hardtanh", "leaky_relu", "logsigmoid", "mish", "relu6", "selu", "softmin",
-           "softsign", "tanhshrink", "threshold", "batch_norm", "group_norm", "instance_norm", "dropout1d", "dropout2d", "dropout3d", "interpolate",
+           "softsign", "tanhshrink", "threshold", "batch_norm", "group_norm", "instance_norm", "dropout1d",
+           "dropout2d", "dropout3d", "interpolate",
            "pixel_shuffle", "pixel_unshuffle", "conv_transpose1d", "conv_transpose2d", "Tensor"]
 
 
