@@ -7,9 +7,12 @@ folder, the NVRTC library, the CUDA matmul variant) reach it through `kernels.se
 module fills in. `markdown_table()` renders the table the README shows (a test keeps the two equal).
 """
 import dataclasses
+import difflib
 import numbers
 import os
 import re
+import sys
+import warnings
 
 from ..kernels import settings as _kernel_settings
 
@@ -191,7 +194,6 @@ class UnknownSettingWarning(UserWarning):
 def unknown_variables():
     """[(name, the closest known name or None)] for each LAZYTENSOR_* variable set in the environment
     that no setting reads (except the test suite's own, whose names go on with TEST_)."""
-    import difflib
     out = []
     for name in sorted(os.environ):
         if name.startswith("LAZYTENSOR_") and name not in _BY_NAME and not name[11:].startswith("TEST_"):
@@ -203,7 +205,6 @@ def unknown_variables():
 def check_at_start():
     """When the engine starts (its first computation): ValueError for a variable whose value it cannot
     use, whether or not this program will read it, and one UnknownSettingWarning for each unknown name."""
-    import warnings
     check_all()
     for name, close in unknown_variables():
         hint = f"; did you mean {close}?" if close else f"; the settings are {', '.join(_BY_NAME)}"
@@ -213,7 +214,6 @@ def check_at_start():
 
 def _user_stacklevel():
     """warnings.warn's stacklevel that names the first caller outside lazytensor (the user's line)."""
-    import sys
     frame, level = sys._getframe(2), 2
     while frame is not None and str(frame.f_globals.get("__name__", "")).startswith("lazytensor"):
         frame, level = frame.f_back, level + 1
