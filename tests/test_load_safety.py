@@ -145,24 +145,24 @@ def test_a_list_that_contains_itself_loads_with_map_location():
     assert out[0] is out
 
 
-def test_an_npz_declaring_a_huge_shape_is_a_load_error(tmp_path):
-    header = {"descr": "<f8", "fortran_order": False, "shape": (10 ** 12,)}
+def _huge_npz(tmp_path):
+    """An .npz whose one array declares shape (10**12,) of float64 and holds 8 bytes."""
     member = io.BytesIO()
-    np.lib.format.write_array_header_1_0(member, header)
+    np.lib.format.write_array_header_1_0(member, {"descr": "<f8", "fortran_order": False, "shape": (10 ** 12,)})
     path = tmp_path / "huge.npz"
     with zipfile.ZipFile(path, "w") as z:
         z.writestr("w.npy", member.getvalue() + b"\0" * 8)
+    return path
+
+
+def test_an_npz_declaring_a_huge_shape_is_a_load_error(tmp_path):
+    path = _huge_npz(tmp_path)
     with pytest.raises(LoadError, match=r"declares shape \(1000000000000,\)"):
         lt.load(path)
 
 
 def test_resuming_from_an_npz_declaring_a_huge_shape_prints_one_line_and_exits_2(tmp_path):
-    header = {"descr": "<f8", "fortran_order": False, "shape": (10 ** 12,)}
-    member = io.BytesIO()
-    np.lib.format.write_array_header_1_0(member, header)
-    path = tmp_path / "huge.npz"
-    with zipfile.ZipFile(path, "w") as z:
-        z.writestr("w.npy", member.getvalue() + b"\0" * 8)
+    path = _huge_npz(tmp_path)
     proc = subprocess.run([sys.executable, "-m", "lazytensor_train", "train", "--resume", str(path), "--steps", "2"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stderr

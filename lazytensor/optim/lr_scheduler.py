@@ -85,10 +85,7 @@ class LambdaLR(LRScheduler):
     """lr = initial lr * lr_lambda(epoch) (one function, or one per group)."""
 
     def __init__(self, optimizer, lr_lambda, last_epoch=-1):
-        n = len(optimizer.param_groups)
-        self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * n
-        if len(self.lr_lambdas) != n:
-            raise ValueError(f"LambdaLR: {len(self.lr_lambdas)} functions for {n} parameter groups")
+        self.lr_lambdas = _per_group("LambdaLR", "lr_lambda", lr_lambda, len(optimizer.param_groups))
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
@@ -99,10 +96,7 @@ class MultiplicativeLR(LRScheduler):
     """lr = lr * lr_lambda(epoch) at each step after the first."""
 
     def __init__(self, optimizer, lr_lambda, last_epoch=-1):
-        n = len(optimizer.param_groups)
-        self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * n
-        if len(self.lr_lambdas) != n:
-            raise ValueError(f"MultiplicativeLR: {len(self.lr_lambdas)} functions for {n} parameter groups")
+        self.lr_lambdas = _per_group("MultiplicativeLR", "lr_lambda", lr_lambda, len(optimizer.param_groups))
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
