@@ -49,9 +49,16 @@ def _new_version(self):
     stand_in._grad_fn, stand_in.requires_grad = self._grad_fn, self.requires_grad
     if self._grad_fn.op in _SAVES_OUTPUT:
         self._grad_fn.output_changed = self._version + 1
-    self._history = {**(self._history or {}), self._version: stand_in}
-    self._version += 1
+    _keep(self, stand_in)
     return stand_in
+
+
+def _keep(self, stand_in):
+    """`stand_in` stands for `self`'s present version from now on; the version goes up."""
+    if self._history is None:
+        self._history = {}
+    self._history[self._version] = stand_in
+    self._version += 1
 
 
 def _settle(self, result, name):
@@ -69,8 +76,7 @@ def rebind(self, result, name):
     result = _conformed(self, result, name)
     if self._grad_fn is None and not self.requires_grad:  # a plain tensor becomes a computed one
         stand_in = Tensor(self._node)
-        self._history = {**(self._history or {}), self._version: stand_in}
-        self._version += 1
+        _keep(self, stand_in)
     else:
         stand_in = _new_version(self)
     fn = result._grad_fn
