@@ -31,7 +31,7 @@ from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, se
 from .random import (Generator, get_rng_state, initial_seed, manual_seed, normal, rand, rand_like, randint, randn,
                      randn_like, randperm, set_rng_state, uniform)
 from .device_spec import device
-from . import cuda
+from . import accelerator, cuda
 from . import torch_methods as _torch_methods, inplace as _inplace
 from .torch_methods import addcdiv, addcmul, allclose, isclose
 from .evaluation import counters, host_copy, plan, realize, reset_counters

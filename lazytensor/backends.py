@@ -1,6 +1,7 @@
 """`lt.backends` in the shape of `torch.backends`: the flags programs set before training (TF32, cuDNN's
 autotuner, determinism) as settable attributes. lazytensor has no cuDNN and computes float32 products in
 float32 (never TF32), and its kernels are deterministic, so the flags are recorded and change nothing."""
+import sys as _sys
 
 
 class _Flags:
@@ -29,3 +30,7 @@ cudnn = _Flags("lt.backends.cudnn", enabled=True, benchmark=False, deterministic
 mps = _Flags("lt.backends.mps", is_available=lambda: False, is_built=lambda: False)
 mkldnn = _Flags("lt.backends.mkldnn", enabled=True, is_available=lambda: False)
 opt_einsum = _Flags("lt.backends.opt_einsum", enabled=True, strategy="auto", is_available=lambda: True)
+
+# `import torch.backends.cudnn as cudnn` is how programs reach these: each namespace is importable by its name.
+for _name in ("cuda", "cudnn", "mps", "mkldnn", "opt_einsum"):
+    _sys.modules[f"{__name__}.{_name}"] = globals()[_name]

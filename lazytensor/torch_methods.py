@@ -219,8 +219,15 @@ def _array_function(self, func, types, args, kwargs):
     return value[()] if value.ndim == 0 else value
 
 
+def _on(kind):
+    """PyTorch's `is_cuda`/`is_cpu`/...: whether the tensor's device (see Tensor.device) is of that kind."""
+    return property(lambda self: self.device.type == kind, doc=f"Whether this tensor's device is {kind!r}.")
+
+
 def bind():
     """Put the methods above on Tensor."""
+    for kind in ("cpu", "cuda", "xpu", "mps", "meta"):
+        setattr(Tensor, f"is_{kind}", _on(kind))
     for name, fn in {"to": to, "cpu": cpu, "cuda": cuda, "new_zeros": _new(0), "new_ones": _new(1),
                      "new_full": new_full, "new_empty": new_empty, "new_tensor": new_tensor, "type_as": type_as,
                      "view_as": view_as, "t": t, "mm": mm, "equal": equal, "isclose": isclose,

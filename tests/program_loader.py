@@ -25,8 +25,8 @@ def as_lazytensor(source):
         if m:
             indent, sub, alias = m.group(1), m.group(2) or "", m.group(3)
             line = f"{indent}import lazytensor{sub}" + (alias if alias else (" as torch" if not sub else ""))
-            if sub and not alias:
-                raise ValueError(f"cannot rewrite {line!r}: `import torch.x` without `as` binds `torch`")
+            if sub and not alias:  # `import torch.x` binds `torch`
+                line += ", lazytensor as torch"
         else:
             m = _FROM.match(line)
             if m:
@@ -65,10 +65,14 @@ def _modules(names):
                 sys.modules[n] = m
 
 
-def load(framework, files, removed=None, main=False, argv=None, extra_globals=None):
+def load(framework, files, removed=None, main=False, argv=None, extra_globals=None, framework_module=None):
     """Execute the program files in order (dotted module names -> relative paths) for "torch" or
-    "lazytensor"; returns {name: module}. `main`: run the last file as __main__ (with `argv`)."""
+    "lazytensor"; returns {name: module}. Each file sees `argv` as its command line; `main`: run the last file
+    as __main__; `framework_module`: what the program's `import torch` binds (a stand-in that shares a random
+    stream between the frameworks: program_compare.SharedNoise)."""
     removed = removed or {}
+    top = "torch" if framework == "torch" else "lazytensor"
+    names_bound = {} if framework_module is None else {top: framework_module}
     names = list(files)
     loaded = {}
     packages = {n.rsplit(".", 1)[0] for n in names if "." in n}
@@ -88,12 +92,15 @@ def load(framework, files, removed=None, main=False, argv=None, extra_globals=No
             if "." in name:
                 setattr(sys.modules[name.rsplit(".", 1)[0]], name.rsplit(".", 1)[1], module)
             old_argv = sys.argv
+            sys.argv = [files[name]] + list(argv or [])  # (a script parses its arguments when it loads)
             if run_main:
-                sys.argv = [files[name]] + list(argv or [])
                 sys.modules["__main__"], old_main = module, sys.modules.get("__main__")
+            real = {n: sys.modules[n] for n in names_bound}
             try:
+                sys.modules.update(names_bound)
                 exec(compile(source, str(PROGRAMS / files[name]), "exec"), module.__dict__)
             finally:
+                sys.modules.update(real)
                 sys.argv = old_argv
                 if run_main:
                     sys.modules["__main__"] = old_main

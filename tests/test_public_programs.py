@@ -6,7 +6,6 @@ batches, with dropout set to 0 where it is on (the two frameworks draw different
 per-step losses agree within 1e-5 relative. The test drives each program through its own classes and
 functions; a few run end to end as scripts under lazytensor alone."""
 import argparse
-import io
 import math
 import re
 
@@ -14,55 +13,13 @@ import numpy as np
 import pytest
 
 import lazytensor as lt
+import program_compare as C
 import program_loader as P
-
-REL = 1e-5
 
 
 @pytest.fixture
 def torch():
     return pytest.importorskip("torch")
-
-
-class _Weights:
-    """PyTorch's initial weights, saved with torch.save before it trains; `into(model)` loads them into
-    the lazytensor model with lt.load, as a user moves a checkpoint."""
-
-    def __init__(self):
-        self.blob = None
-
-    def keep(self, torch, model):
-        buf = io.BytesIO()
-        torch.save(model.state_dict(), buf)
-        self.blob = buf.getvalue()
-
-    def into(self, model):
-        result = model.load_state_dict(lt.load(io.BytesIO(self.blob)))
-        assert not result.missing_keys and not result.unexpected_keys
-
-
-def _same_weights(torch, weights, fw, model):
-    """The first framework (PyTorch) keeps its initial weights; the second (lazytensor) starts from them."""
-    if fw == "torch":
-        weights.keep(torch, model)
-    else:
-        weights.into(model)
-
-
-def _dropout_off(model):
-    for m in model.modules():
-        if type(m).__name__ in ("Dropout", "Dropout1d", "Dropout2d"):
-            m.p = 0.0
-        elif type(m).__name__ == "MultiheadAttention":
-            m.dropout = 0.0
-
-
-def _close(ours, theirs):
-    ours, theirs = np.asarray(ours, dtype=np.float64), np.asarray(theirs, dtype=np.float64)
-    assert ours.shape == theirs.shape and len(ours) > 0
-    rel = np.abs(ours - theirs) / np.maximum(np.abs(theirs), 1e-30)
-    assert rel.max() <= REL, (rel.max(), ours, theirs)
-    return rel.max()
 
 
 # ---- karpathy/makemore -------------------------------------------------------------------------------
@@ -94,7 +51,7 @@ def test_makemore_models_train_like_pytorch(torch, kind):
     programs = {fw: P.load(fw, MAKEMORE, MAKEMORE_REMOVED)["makemore"] for fw in ("torch", "lazytensor")}
     words = _words()
     chars = sorted(set("".join(words)))
-    losses, models, weights = {}, {}, _Weights()
+    losses, models, weights = {}, {}, C.Weights()
     for fw, mm in programs.items():
         data = mm.CharDataset(words, chars, max(len(w) for w in words))
         config = mm.ModelConfig(vocab_size=data.get_vocab_size(), block_size=data.get_output_length(),
@@ -102,7 +59,7 @@ def test_makemore_models_train_like_pytorch(torch, kind):
         make = {"transformer": mm.Transformer, "bow": mm.BoW, "mlp": mm.MLP, "bigram": mm.Bigram,
                 "rnn": lambda c: mm.RNN(c, cell_type="rnn"), "gru": lambda c: mm.RNN(c, cell_type="gru")}[kind]
         models[fw] = model = make(config)
-        _same_weights(torch, weights, fw, model)
+        C.same_weights(torch, weights, fw, model)
         framework = torch if fw == "torch" else lt
         optimizer = framework.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.01, betas=(0.9, 0.99),
                                           eps=1e-8)
@@ -115,7 +72,7 @@ def test_makemore_models_train_like_pytorch(torch, kind):
             loss.backward()
             optimizer.step()
             losses[fw].append(loss.item())
-    _close(losses["lazytensor"], losses["torch"])
+    C.close(losses["lazytensor"], losses["torch"])
     # and evaluate() as the program calls it (inference_mode, a shuffled DataLoader, torch.tensor(list))
     for fw, mm in programs.items():
         mm.args = argparse.Namespace(device="cpu")
@@ -170,7 +127,7 @@ class _Stream:
 
 
 def test_mingpt_trainer_trains_like_pytorch(torch):
-    losses, models, weights = {}, {}, _Weights()
+    losses, models, weights = {}, {}, C.Weights()
     for fw in ("torch", "lazytensor"):
         mods = P.load(fw, MINGPT)
         framework = torch if fw == "torch" else lt
@@ -180,14 +137,14 @@ def test_mingpt_trainer_trains_like_pytorch(torch):
         config.n_layer, config.n_head, config.n_embd = 2, 2, 16
         config.embd_pdrop = config.resid_pdrop = config.attn_pdrop = 0.0
         models[fw] = model = GPT(config)
-        _same_weights(torch, weights, fw, model)
+        C.same_weights(torch, weights, fw, model)
         tc = Trainer.get_default_config()
         tc.max_iters, tc.batch_size, tc.num_workers, tc.learning_rate = 6, 4, 0, 1e-3
         trainer = Trainer(tc, model, _Stream(framework, 13, 8))
         losses[fw] = []
         trainer.set_callback("on_batch_end", lambda t: losses[fw].append(t.loss.item()))
         trainer.run()
-    _close(losses["lazytensor"], losses["torch"])
+    C.close(losses["lazytensor"], losses["torch"])
     # generate() as the program has it (greedy, so both frameworks pick the same tokens)
     idx = {fw: (torch if fw == "torch" else lt).tensor([[1, 2, 3]]) for fw in models}
     out = {fw: models[fw].generate(idx[fw], 5, do_sample=False).tolist() for fw in models}
@@ -199,7 +156,7 @@ NANOGPT = {"model": "nanogpt/model.py"}
 
 
 def test_nanogpt_trains_like_pytorch_and_generates_the_same_tokens(torch):
-    losses, weights, tokens = {}, _Weights(), {}
+    losses, weights, tokens = {}, C.Weights(), {}
     rs = np.random.default_rng(8)
     batches = [(rs.integers(0, 29, (4, 16)), rs.integers(0, 29, (4, 16))) for _ in range(5)]
     for fw in ("torch", "lazytensor"):
@@ -207,7 +164,7 @@ def test_nanogpt_trains_like_pytorch_and_generates_the_same_tokens(torch):
         program = P.load(fw, NANOGPT)["model"]
         config = program.GPTConfig(block_size=16, vocab_size=29, n_layer=2, n_head=2, n_embd=32, dropout=0.0)
         model = program.GPT(config)
-        _same_weights(torch, weights, fw, model)
+        C.same_weights(torch, weights, fw, model)
         optimizer = model.configure_optimizers(0.1, 1e-3, (0.9, 0.95), "cpu")
         losses[fw] = []
         for x, y in batches:  # train.py's step, without its GradScaler and autocast lines
@@ -219,7 +176,7 @@ def test_nanogpt_trains_like_pytorch_and_generates_the_same_tokens(torch):
             losses[fw].append(loss.item())
         model.eval()
         tokens[fw] = model.generate(framework.tensor([[1, 2]]), 6, top_k=1).tolist()
-    _close(losses["lazytensor"], losses["torch"])
+    C.close(losses["lazytensor"], losses["torch"])
     assert tokens["lazytensor"] == tokens["torch"]
 
 
@@ -261,7 +218,7 @@ def _wlm_train(framework, model, tokens, transformer, steps=4, bsz=4, bptt=6, lr
 @pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN_TANH", "Transformer"])
 def test_word_language_model_trains_like_pytorch(torch, kind):
     tokens = np.random.default_rng(2).integers(0, 20, 4 * 6 * 4 + 4)
-    losses, models, weights = {}, {}, _Weights()
+    losses, models, weights = {}, {}, C.Weights()
     for fw in ("torch", "lazytensor"):
         wlm = P.load(fw, WLM)["model"]
         framework = torch if fw == "torch" else lt
@@ -269,11 +226,11 @@ def test_word_language_model_trains_like_pytorch(torch, kind):
             model = wlm.TransformerModel(20, 16, 2, 32, 2, dropout=0.0)
         else:
             model = wlm.RNNModel(kind, 20, 16, 16, 2, dropout=0.0, tie_weights=kind == "LSTM")
-        _dropout_off(model)
+        C.dropout_off(model)
         models[fw] = model
-        _same_weights(torch, weights, fw, model)
+        C.same_weights(torch, weights, fw, model)
         losses[fw] = _wlm_train(framework, model, tokens, kind == "Transformer")
-    _close(losses["lazytensor"], losses["torch"])
+    C.close(losses["lazytensor"], losses["torch"])
 
 
 # ---- pytorch/examples: time_sequence_prediction (LSTMCell, LBFGS with a closure, float64) -------------
@@ -286,7 +243,7 @@ def test_time_sequence_prediction_trains_like_pytorch(torch):
     T, L, N = 20, 60, 8
     x = np.arange(L) + rs.integers(-4 * T, 4 * T, N).reshape(N, 1)
     data = np.sin(x / 1.0 / T).astype("float64")
-    losses, tests, seqs, weights = {}, {}, {}, _Weights()
+    losses, tests, seqs, weights = {}, {}, {}, C.Weights()
     for fw in ("torch", "lazytensor"):
         framework = torch if fw == "torch" else lt
         program = P.load(fw, TSP, TSP_REMOVED)["train"]
@@ -294,7 +251,7 @@ def test_time_sequence_prediction_trains_like_pytorch(torch):
         test_input, test_target = framework.from_numpy(data[:3, :-1]), framework.from_numpy(data[:3, 1:])
         seqs[fw] = seq = program.Sequence()
         seq.double()
-        _same_weights(torch, weights, fw, seq)
+        C.same_weights(torch, weights, fw, seq)
         criterion = framework.nn.MSELoss()
         optimizer = framework.optim.LBFGS(seq.parameters(), lr=0.8, max_iter=4)
         losses[fw], tests[fw] = [], []
@@ -311,8 +268,8 @@ def test_time_sequence_prediction_trains_like_pytorch(torch):
                 pred = seq(test_input, future=future)
                 tests[fw].append(criterion(pred[:, :-future], test_target).item())
                 assert pred.detach().numpy().shape == (3, L - 1 + future)
-    _close(losses["lazytensor"], losses["torch"])
-    _close(tests["lazytensor"], tests["torch"])
+    C.close(losses["lazytensor"], losses["torch"])
+    C.close(tests["lazytensor"], tests["torch"])
 
 
 # ---- pytorch/examples: mnist (Conv2d, max_pool2d, Adadelta, StepLR, its train() and test()) -------------
@@ -329,13 +286,13 @@ def test_mnist_trains_like_pytorch(torch, capsys):
     rs = np.random.default_rng(4)
     images = rs.standard_normal((3 * 32, 1, 28, 28)).astype(np.float32)
     labels = rs.integers(0, 10, 3 * 32)
-    printed, models, weights = {}, {}, _Weights()
+    printed, models, weights = {}, {}, C.Weights()
     for fw in ("torch", "lazytensor"):
         framework = torch if fw == "torch" else lt
         program = P.load(fw, MNIST, MNIST_REMOVED)["main"]
         models[fw] = model = program.Net()
-        _dropout_off(model)
-        _same_weights(torch, weights, fw, model)
+        C.dropout_off(model)
+        C.same_weights(torch, weights, fw, model)
         dataset = framework.utils.data.TensorDataset(framework.tensor(images), framework.tensor(labels))
         loader = framework.utils.data.DataLoader(dataset, batch_size=32)
         optimizer = framework.optim.Adadelta(model.parameters(), lr=1.0)
@@ -350,7 +307,7 @@ def test_mnist_trains_like_pytorch(torch, capsys):
     ours, theirs = _printed_losses(printed["lazytensor"]), _printed_losses(printed["torch"])
     assert len(ours) == len(theirs) == 8
     # the train() lines print 6 decimals: within 1e-5 relative; test() prints 4: within one unit of those
-    _close(ours[:6], theirs[:6])
+    C.close(ours[:6], theirs[:6])
     assert all(abs(a - b) <= 1.01e-4 for a, b in zip(ours[6:], theirs[6:])), (ours, theirs)
     # the weights after training, as a whole: products are in the tolerance class (docs/NUMERICS.md); a
     # last-unit difference can flip which element of a max-pool window or which side of relu's 0 a value
@@ -400,14 +357,14 @@ def _tiny_cora(folder, nodes=60, features=12, classes=3, edges=150):
 def test_gcn_trains_like_pytorch_on_sparse_adjacency(torch, tmp_path, capsys):
     _tiny_cora(tmp_path)
     order = np.random.default_rng(3).permutation(60)
-    printed, weights = {}, _Weights()
+    printed, weights = {}, C.Weights()
     for fw in ("torch", "lazytensor"):
         framework = torch if fw == "torch" else lt
         program = P.load(fw, GCN, GCN_REMOVED)["main"]
         features, labels, adj = program.load_cora(path=str(tmp_path))
         assert features.is_sparse and adj.is_sparse and tuple(features.shape) == (60, 12)
         gcn = program.GCN(12, 8, 3, True, 0.0)
-        _same_weights(torch, weights, fw, gcn)
+        C.same_weights(torch, weights, fw, gcn)
         optimizer = program.Adam(gcn.parameters(), lr=0.05, weight_decay=5e-4)
         criterion = program.nn.NLLLoss()
         idx = framework.tensor(order)

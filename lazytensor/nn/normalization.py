@@ -102,12 +102,12 @@ class _NormBase(Module):
     _dims = None  # the input ranks accepted (with and without the batch axis)
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None,
-                 dtype=None):
+                 dtype=None, *, bias=True):
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         self.weight = Parameter(ones(num_features)) if affine else None
-        self.bias = Parameter(zeros(num_features)) if affine else None
+        self.bias = Parameter(zeros(num_features)) if affine and bias else None
         if track_running_stats:
             self.register_buffer("running_mean", zeros(num_features))
             self.register_buffer("running_var", ones(num_features))
@@ -149,7 +149,8 @@ class _NormBase(Module):
 
     def extra_repr(self):
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"track_running_stats={self.track_running_stats}")
+                + f"bias={self.bias is not None}, "
+                + f"track_running_stats={self.track_running_stats}")
 
 
 class _BatchNorm(_NormBase):
@@ -178,8 +179,8 @@ class BatchNorm3d(_BatchNorm):
 
 class _InstanceNorm(_NormBase):
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False, device=None,
-                 dtype=None):
-        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+                 dtype=None, *, bias=True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
 
     def forward(self, x):
         self._check(x)
@@ -211,13 +212,13 @@ class InstanceNorm3d(_InstanceNorm):
 class GroupNorm(Module):
     """Group normalization: `num_channels` in `num_groups` groups, per-channel weight and bias."""
 
-    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None):
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None, *, bias=True):
         super().__init__()
         if num_channels % num_groups:
             raise ValueError(f"GroupNorm: num_channels {num_channels} must be divisible by num_groups {num_groups}")
         self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
         self.weight = Parameter(ones(num_channels)) if affine else None
-        self.bias = Parameter(zeros(num_channels)) if affine else None
+        self.bias = Parameter(zeros(num_channels)) if affine and bias else None
         self._factory(device, dtype)
 
     def forward(self, x):
@@ -226,7 +227,8 @@ class GroupNorm(Module):
         return group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
-        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+                + f", bias={self.bias is not None}")
 
 
 __all__ = ["batch_norm", "group_norm", "instance_norm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm",
