@@ -58,7 +58,12 @@ def from_numpy(array):
     return Tensor(hostio.data_node(array, exclusive=False))
 
 
-def _shape(op, size):
+def _shape(op, size, keyword=None):
+    """The shape a creation was given: positional sizes, one list or tuple of them, or PyTorch's `size=`."""
+    if keyword is not None:
+        if size:
+            raise TypeError(f"{op}() got sizes both as arguments {tuple(size)} and as size={keyword!r}")
+        size = (keyword,)
     if len(size) == 1 and isinstance(size[0], (list, tuple)):
         size = tuple(size[0])
     for s in size:
@@ -67,6 +72,14 @@ def _shape(op, size):
         if int(s) < 0:
             raise ValueError(f"{op}: negative size {s} in {tuple(size)}")
     return tuple(int(s) for s in size)
+
+
+def _size_keyword(op, keyword):
+    """`size=` (PyTorch's keyword form of the sizes); any other keyword is a TypeError naming the function."""
+    extra = set(keyword) - {"size"}
+    if extra:
+        raise TypeError(f"{op}() got an unexpected keyword argument {sorted(extra)[0]!r}")
+    return keyword.get("size")
 
 
 def _placed(attrs, device):
@@ -89,19 +102,19 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
     return _finish(Tensor._from_op("full", (), attrs, shape, dt), None, requires_grad)
 
 
-def zeros(*size, dtype=None, device=None, requires_grad=False):
-    return full(_shape("zeros", size), 0, dtype=dtype or dtypes.DEFAULT_FLOAT, device=device,
-                requires_grad=requires_grad)
+def zeros(*size, dtype=None, device=None, requires_grad=False, **keyword):
+    shape = _shape("zeros", size, _size_keyword("zeros", keyword))
+    return full(shape, 0, dtype=dtype or dtypes.DEFAULT_FLOAT, device=device, requires_grad=requires_grad)
 
 
-def ones(*size, dtype=None, device=None, requires_grad=False):
-    return full(_shape("ones", size), 1, dtype=dtype or dtypes.DEFAULT_FLOAT, device=device,
-                requires_grad=requires_grad)
+def ones(*size, dtype=None, device=None, requires_grad=False, **keyword):
+    shape = _shape("ones", size, _size_keyword("ones", keyword))
+    return full(shape, 1, dtype=dtype or dtypes.DEFAULT_FLOAT, device=device, requires_grad=requires_grad)
 
 
-def empty(*size, dtype=None, device=None, requires_grad=False):
+def empty(*size, dtype=None, device=None, requires_grad=False, **keyword):
     """Like zeros: a lazy engine has no reason to hand out uninitialized memory."""
-    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad, **keyword)
 
 
 def like_device(x):

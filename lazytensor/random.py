@@ -4,7 +4,7 @@ The same seed and the same program give the same bytes on every backend (Philox4
 normals are Irwin-Hall sums of 12 uniform words, exact in float64; see docs/NUMERICS.md).
 """
 from . import dtypes
-from .creation import _placed, _shape, like_device
+from .creation import _placed, _shape, _size_keyword, like_device
 from .runtime.rng import DEFAULT, Generator  # noqa: F401  (lt.Generator, for `generator=` arguments)
 from .tensor import Tensor
 
@@ -40,10 +40,10 @@ def _draw(op, shape, dt, device, requires_grad=False, generator=None, **params):
     return out.requires_grad_(True) if requires_grad else out
 
 
-def rand(*size, dtype=None, device=None, requires_grad=False, generator=None):
+def rand(*size, dtype=None, device=None, requires_grad=False, generator=None, **keyword):
     """Uniform on [0, 1)."""
-    return _draw("uniform", _shape("rand", size), _float_dtype("rand", dtype), device, requires_grad,
-                 generator, low=0.0, high=1.0)
+    shape = _shape("rand", size, _size_keyword("rand", keyword))
+    return _draw("uniform", shape, _float_dtype("rand", dtype), device, requires_grad, generator, low=0.0, high=1.0)
 
 
 def uniform(*size, low=0.0, high=1.0, dtype=None, device=None, generator=None):
@@ -52,10 +52,10 @@ def uniform(*size, low=0.0, high=1.0, dtype=None, device=None, generator=None):
                  generator=generator, low=float(low), high=float(high))
 
 
-def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
+def randn(*size, dtype=None, device=None, requires_grad=False, generator=None, **keyword):
     """Standard normal (mean 0, variance 1; see kernels/reference/random.py for the exact transform)."""
-    return _draw("normal", _shape("randn", size), _float_dtype("randn", dtype), device, requires_grad,
-                 generator, mean=0.0, std=1.0)
+    shape = _shape("randn", size, _size_keyword("randn", keyword))
+    return _draw("normal", shape, _float_dtype("randn", dtype), device, requires_grad, generator, mean=0.0, std=1.0)
 
 
 def normal(mean=0.0, std=1.0, size=(), *, dtype=None, device=None, generator=None):

@@ -375,3 +375,32 @@ def test_gcn_trains_like_pytorch_on_sparse_adjacency(torch, tmp_path, capsys):
     values = {fw: [float(v) for v in re.findall(r"loss_\w+: ([0-9.]+)", text)] for fw, text in printed.items()}
     assert len(values["lazytensor"]) == len(values["torch"]) == 8
     assert all(abs(a - b) <= 1.01e-4 for a, b in zip(values["lazytensor"], values["torch"])), values  # 4 decimals
+
+
+# ---- pytorch/examples: gat (graph attention over a dense adjacency built from a sparse one) --------------
+GAT = {"main": "pytorch_examples/gat/main.py"}
+GAT_REMOVED = {"main": ["import requests"]}  # (the dataset download, in its __main__ part)
+
+
+def test_gat_trains_like_pytorch_with_masked_attention(torch, tmp_path, capsys):
+    _tiny_cora(tmp_path)
+    order = np.random.default_rng(5).permutation(60)
+    printed, weights = {}, C.Weights()
+    for fw in ("torch", "lazytensor"):
+        framework = torch if fw == "torch" else lt
+        program = P.load(fw, GAT, GAT_REMOVED)["main"]
+        features, labels, adj = program.load_cora(path=str(tmp_path))
+        assert tuple(features.shape) == (60, 12) and tuple(adj.shape) == (60, 60)
+        gat = program.GAT(in_features=12, n_hidden=8, n_heads=2, num_classes=3, concat=False, dropout=0.0)
+        C.same_weights(torch, weights, fw, gat)
+        optimizer = program.Adam(gat.parameters(), lr=0.01, weight_decay=5e-4)
+        criterion = program.nn.NLLLoss()
+        idx = framework.tensor(order)
+        capsys.readouterr()
+        for epoch in range(1, 9):  # the program's own training iteration, printing every 2nd epoch
+            program.train_iter(epoch, gat, optimizer, criterion, (features, adj), labels, idx[20:], idx[:20], 2)
+        printed[fw] = capsys.readouterr().out
+        printed[fw] += "loss_test: %.4f acc_test: %.4f" % program.test(gat, criterion, (features, adj), labels, idx)
+    values = {fw: [float(v) for v in re.findall(r"(?:loss|acc)_\w+: ([0-9.]+)", text)] for fw, text in printed.items()}
+    assert len(values["lazytensor"]) == len(values["torch"]) == 4 * 4 + 2
+    assert all(abs(a - b) <= 1.01e-4 for a, b in zip(values["lazytensor"], values["torch"])), values  # 4 decimals

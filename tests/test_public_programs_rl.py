@@ -67,7 +67,8 @@ def _losses_of_main(torch, monkeypatch, files, name, episodes):
         model = getattr(program, "policy", None) or program.model
         C.dropout_off(model)  # (reinforce's Policy has dropout 0.6; the two frameworks draw different masks)
         C.same_weights(torch, weights, fw, model)
-        program.Categorical = _shared_draws(framework, program.Categorical, iter(np.random.default_rng(5).random(10**5)))
+        uniforms = iter(np.random.default_rng(5).random(10**5))
+        program.Categorical = _shared_draws(framework, program.Categorical, uniforms)
         program.env = _Episodes(program.env, episodes)
         seen = losses[fw] = []
         backward = framework.Tensor.backward
