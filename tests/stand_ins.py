@@ -66,3 +66,30 @@ def torchvision(pictures, labels, saved=None):
     tv.datasets, tv.transforms, tv.utils = datasets, transforms, utils
     return {"torchvision": tv, "torchvision.datasets": datasets, "torchvision.transforms": transforms,
             "torchvision.utils": utils}
+
+
+class ByteTokenizer:
+    """tiktoken's Encoding as the programs call it (`encode(text, allowed_special=...)`, `decode(ids)`), over
+    the text's UTF-8 bytes: a 256-token vocabulary (tiktoken's GPT-2 table is a download)."""
+
+    n_vocab = 256
+
+    def encode(self, text, allowed_special=(), **kwargs):
+        return list(text.encode("utf-8"))
+
+    def decode(self, ids):
+        return bytes(int(i) for i in ids).decode("utf-8", errors="replace")
+
+
+def tiktoken():
+    """{"tiktoken": module} whose get_encoding(name) is a ByteTokenizer."""
+    module = types.ModuleType("tiktoken")
+    module.get_encoding = lambda name: ByteTokenizer()
+    return {"tiktoken": module}
+
+
+def prose(n_words, seed):
+    """Deterministic text of `n_words` words over a small vocabulary (a corpus with structure to learn)."""
+    rs = np.random.default_rng(seed)
+    words = ["the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "to", "every", "effort", "moves", "you"]
+    return " ".join(words[i] for i in rs.integers(0, len(words), n_words)) + "\n"
