@@ -1,5 +1,6 @@
 """`lt.accelerator`: PyTorch's device-agnostic questions (`torch.accelerator`). The accelerator is the active
 device when it is not the host: "cuda", "metal" or "virtual" (lt.set_device or LAZYTENSOR_DEVICE)."""
+from . import cuda as _cuda
 from .device_spec import device as _device
 from .runtime import devices as _devices
 
@@ -19,14 +20,12 @@ def device_count():
 
 
 def current_device_index():
-    return 0
+    return _cuda.current_device()
 
 
 def set_device_index(index):
-    """Only index 0: lazytensor drives one device per process (one per rank under mpiexec)."""
-    if int(index) != 0:
-        raise ValueError(f"set_device_index({index}): lazytensor drives one device per process; use index 0 "
-                         "(under mpiexec each rank has its own)")
+    """As lt.cuda.set_device: the index is recorded; the process's one device does the work."""
+    _cuda.set_device(int(index))
 
 
 set_device_idx = set_device_index

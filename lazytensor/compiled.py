@@ -106,10 +106,11 @@ class _Variant:
     (`regrads`, with whether they had one) it replaces, and of those the ones whose old .grad it does not
     read (`unread_grads`: (weakref, output position or None); `unread_at`: those positions); for each
     output position the tensor it replaces and whether as its .grad (`made`); the return value's
-    structure."""
+    structure; the tensors that shared a bound value with the one it is bound through (`sharing`: a guard
+    that they still do, since the call may have read it through any of them)."""
 
     __slots__ = ("program", "bound", "specs", "modules", "rebinds", "regrads", "unread_grads", "unread_at", "made",
-                 "structure", "n_outs", "with_history")
+                 "structure", "n_outs", "with_history", "sharing")
 
 
 class CompiledFunction:
@@ -203,13 +204,17 @@ class CompiledFunction:
         # that was some tensor's .grad is bound as that tensor's .grad (accumulation reads it anew).
         replaced = set(rebound)
         variant = _Variant()
-        variant.bound, variant.specs = {}, {}
+        variant.bound, variant.specs, variant.sharing = {}, {}, []
         for key in program.bound_keys:
             if key[0] == "alive":
-                j = next((h for h in holders[buffer_ids[key[1]]] if h in replaced), key[1])
+                sharing = holders[buffer_ids[key[1]]]
+                j = next((h for h in sharing if h in replaced), key[1])
                 k = grad_of.get(j)
                 variant.bound[key] = (refs[j], False) if k is None else (refs[k], True)
                 variant.specs[key] = specs[j] if alive[j] is None else (alive[j].shape, alive[j]._node.dtype)
+                if k is None and len(sharing) > 1:
+                    # which holder the call read through is not known: the capture stands while they share
+                    variant.sharing.append((refs[j], [refs[h] for h in sharing if h != j]))
         variant.modules = [(weakref.ref(m), m.training) for m in dict.fromkeys(modules)]
         n = variant.n_outs = len(outs)
         # a forward (no gradient computed inside) whose results the caller may differentiate: its replays'
@@ -381,6 +386,10 @@ def _bind(variant, arg_tensors):
             return None
     if pending:
         scheduler.realize(pending)
+    for ref, others in variant.sharing:  # tensors that held one value at the capture and no longer do
+        t = ref()
+        if t is None or any(o() is not None and o()._node.buffer is not t._node.buffer for o in others):
+            return None
     return bound
 
 

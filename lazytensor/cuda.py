@@ -12,6 +12,30 @@ def device_count():
     return 1 if is_available() else 0
 
 
+_CURRENT = {"index": 0}
+
+
+def set_device(device):
+    """Which CUDA device this process uses: an index, "cuda:N" or an lt.device. lazytensor drives one device
+    per process (under mpiexec, one per rank), so the index a rank names is recorded for current_device()
+    and the work goes to this process's device."""
+    if isinstance(device, int):
+        index = device
+    else:
+        name = str(device)
+        if not name.startswith("cuda"):
+            raise ValueError(f"lt.cuda.set_device({device!r}): expected an index or 'cuda:N'")
+        index = int(name.split(":", 1)[1]) if ":" in name else 0
+    if index < 0:
+        raise ValueError(f"lt.cuda.set_device({device!r}): a device index is 0 or more")
+    _CURRENT["index"] = index
+
+
+def current_device():
+    """The index set_device() recorded (0 until then)."""
+    return _CURRENT["index"]
+
+
 def manual_seed(seed):
     """Seeds the one generator every device draws from (as lt.manual_seed)."""
     _manual_seed(seed)

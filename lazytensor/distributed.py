@@ -11,6 +11,10 @@ A collective is a host read: it realizes its tensor, downloads a device-only val
 every rank) and puts the result back where the tensor lived (reason "collective-result"). Inside
 `lt.profile()` each collective is a kernel record of backend "mpi", so the summary shows the time spent
 communicating. Collectives are in-place on their tensor, as in PyTorch.
+
+A program written for torchrun reads RANK, LOCAL_RANK and WORLD_SIZE from its environment; under mpiexec
+(more than one rank) importing lazytensor sets the ones the launcher did not, from the launcher's own
+variables, so `mpiexec -n 2 python train.py` starts such a program as `torchrun --nproc_per_node=2` would.
 """
 import contextlib
 import os
@@ -31,6 +35,17 @@ from .tensor import Tensor
 # Time given to mpiexec to forward a failing rank's last words before the abort ends every process.
 _FORWARDING_GRACE_S = 0.5
 _STATE = {"comm": None, "calls": 0, "seconds": 0.0, "bytes": 0}
+
+
+def _torchrun_variables():
+    """Set RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE from the MPI launcher's variables (each one
+    only where it is unset) when this process is one rank of several started by mpiexec."""
+    if _coll.launched_by_mpi():
+        for name, value in (_coll.launcher_ranks() or {}).items():
+            os.environ.setdefault(name, value)
+
+
+_torchrun_variables()
 
 
 def init(abort_on_exception=True):
@@ -234,8 +249,9 @@ class DistributedDataParallel:
     ranks, packed into flat buckets of at most `bucket_cap_mb` (one collective per bucket; `comm_seconds`
     sums the time spent exchanging them, the gradients' computation excluded). A parameter
     without a gradient on a rank counts as zeros there, so every rank runs the same collectives.
-    `no_sync()` skips the averaging (gradient accumulation: the last backward averages the total).
-    Calls and attribute reads go to the wrapped module (`.module`)."""
+    `no_sync()` skips the averaging (gradient accumulation: the last backward averages the total), as does
+    setting PyTorch's flag `require_backward_grad_sync` to False (nanoGPT's train.py does). Calls and
+    other attributes go to the wrapped module (`.module`)."""
 
     def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers=True,
                  process_group=None, bucket_cap_mb=25, find_unused_parameters=False, check_reduction=False,
@@ -243,7 +259,7 @@ class DistributedDataParallel:
         # (PyTorch's placement and bucketing options are accepted: devices are chosen by lt.set_device,
         # and an unused parameter counts as a zero gradient on every rank)
         object.__setattr__(self, "module", module)
-        object.__setattr__(self, "_syncing", True)
+        object.__setattr__(self, "require_backward_grad_sync", True)
         comm = _comm()
         if comm.size > 1:
             with no_grad():
@@ -286,18 +302,22 @@ class DistributedDataParallel:
         return getattr(self.module, name)
 
     def __setattr__(self, name, value):
-        setattr(self.module, name, value)
+        if name == "require_backward_grad_sync":
+            object.__setattr__(self, name, bool(value))
+        else:
+            setattr(self.module, name, value)
 
     @contextlib.contextmanager
     def no_sync(self):
-        object.__setattr__(self, "_syncing", False)
+        was = self.require_backward_grad_sync
+        object.__setattr__(self, "require_backward_grad_sync", False)
         try:
             yield
         finally:
-            object.__setattr__(self, "_syncing", True)
+            object.__setattr__(self, "require_backward_grad_sync", was)
 
     def _average(self):
-        if not self._syncing or _comm().size == 1:
+        if not self.require_backward_grad_sync or _comm().size == 1:
             return
         before = _STATE["seconds"]
         with no_grad():

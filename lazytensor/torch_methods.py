@@ -219,6 +219,11 @@ def _array_function(self, func, types, args, kwargs):
     return value[()] if value.ndim == 0 else value
 
 
+def pin_memory(self, device=None):
+    """This tensor: host values already reach a device through a pinned staging buffer."""
+    return self
+
+
 def _on(kind):
     """PyTorch's `is_cuda`/`is_cpu`/...: whether the tensor's device (see Tensor.device) is of that kind."""
     return property(lambda self: self.device.type == kind, doc=f"Whether this tensor's device is {kind!r}.")
@@ -232,5 +237,5 @@ def bind():
                      "new_full": new_full, "new_empty": new_empty, "new_tensor": new_tensor, "type_as": type_as,
                      "view_as": view_as, "t": t, "mm": mm, "equal": equal, "isclose": isclose,
                      "allclose": allclose, "add": add, "sub": sub, "subtract": sub, "addcmul": addcmul,
-                     "addcdiv": addcdiv, "__array_function__": _array_function}.items():
+                     "addcdiv": addcdiv, "pin_memory": pin_memory, "__array_function__": _array_function}.items():
         setattr(Tensor, name, fn)

@@ -19,6 +19,26 @@ REDUCE_OPS = ("sum", "mean", "max", "min")
 _LAUNCHER_SIZE = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMIX_SIZE")
 
 
+# (rank, size, local rank, local size) as each launcher names them.
+_LAUNCHER_RANKS = (("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
+                   ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+                    "OMPI_COMM_WORLD_LOCAL_SIZE"),
+                   ("PMIX_RANK", "PMIX_SIZE", "PMIX_LOCAL_RANK", "PMIX_LOCAL_SIZE"))
+
+
+def launcher_ranks():
+    """{"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"} as the MPI launcher gave them to this process
+    (a launcher that names no local rank: the local ones are the global ones), or None without one."""
+    for names in _LAUNCHER_RANKS:
+        values = [os.environ.get(n) for n in names]
+        if values[0] is not None and values[1] is not None:
+            rank, size = values[0], values[1]
+            local_rank = values[2] if values[2] is not None else rank
+            local_size = values[3] if values[3] is not None else size
+            return {"RANK": rank, "WORLD_SIZE": size, "LOCAL_RANK": local_rank, "LOCAL_WORLD_SIZE": local_size}
+    return None
+
+
 def launched_by_mpi():
     """Whether this process was started by an MPI launcher with more than one rank."""
     for name in _LAUNCHER_SIZE:

@@ -37,8 +37,17 @@ def main(out):
         dist.all_reduce(total, op=dist.ReduceOp.SUM)
         losses.append(total.item() / world)
     dist.barrier()
+    # nanoGPT's form of no_sync: the flag PyTorch's DDP reads; a backward with it off leaves each rank's own
+    # gradient, one with it on averages them
+    x = data[rank * 8:(rank + 1) * 8][0]
+    grads = {}
+    for sync in (False, True):
+        opt.zero_grad()
+        model.require_backward_grad_sync = sync
+        model(x).sum().backward()
+        grads[sync] = model.module[0].weight.grad.numpy().tobytes().hex()
     with open(f"{out}/rank{rank}.json", "w") as f:
-        json.dump({"world": world, "losses": losses,
+        json.dump({"world": world, "losses": losses, "grads": grads,
                    "params": {k: v.numpy().tobytes().hex() for k, v in model.state_dict().items()}}, f)
     dist.destroy_process_group()
 

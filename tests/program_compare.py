@@ -52,15 +52,17 @@ def close(ours, theirs):
     return rel.max()
 
 
-class SharedNoise(types.ModuleType):
-    """A framework module (torch or lazytensor) whose normal draws (`randn`, `randn_like`) come from one NumPy
-    stream that both frameworks' runs share (their own generators differ), so a program that samples noise
-    (a GAN's latent codes, a VAE's reparameterization) computes the same values under both. Everything
-    else is the framework's own."""
+class SharedRandom(types.ModuleType):
+    """A framework module (torch or lazytensor) whose draws a program makes through it (`randn`, `randn_like`,
+    `randint`) come from one NumPy stream that both frameworks' runs share (their own generators differ), so
+    a program that samples (a GAN's latent codes, a VAE's reparameterization, a trainer's batch offsets)
+    computes the same values under both. Everything else is the framework's own."""
+
+    _SHARED = ("randn", "randn_like", "randint")
 
     def __init__(self, framework, seed):
         super().__init__(framework.__name__)
-        self.__dict__.update({k: v for k, v in vars(framework).items() if k not in ("randn", "randn_like")})
+        self.__dict__.update({k: v for k, v in vars(framework).items() if k not in self._SHARED})
         self._framework, self._stream = framework, np.random.default_rng(seed)
 
     def randn(self, *size, dtype=None, device=None, requires_grad=False, generator=None, out=None):
@@ -71,3 +73,12 @@ class SharedNoise(types.ModuleType):
 
     def randn_like(self, like, dtype=None, device=None):
         return self.randn(*like.shape, dtype=dtype or like.dtype, device=device or like.device)
+
+    def randint(self, *bounds_and_size, size=None, dtype=None, device=None, generator=None):
+        if size is None:
+            *bounds, size = bounds_and_size
+        else:
+            bounds = list(bounds_and_size)
+        low, high = (0, bounds[0]) if len(bounds) == 1 else bounds
+        values = self._stream.integers(int(low), int(high), tuple(size))
+        return self._framework.tensor(values, dtype=dtype or self._framework.int64, device=device)

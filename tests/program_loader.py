@@ -69,7 +69,7 @@ def load(framework, files, removed=None, main=False, argv=None, extra_globals=No
     """Execute the program files in order (dotted module names -> relative paths) for "torch" or
     "lazytensor"; returns {name: module}. Each file sees `argv` as its command line; `main`: run the last file
     as __main__; `framework_module`: what the program's `import torch` binds (a stand-in that shares a random
-    stream between the frameworks: program_compare.SharedNoise)."""
+    stream between the frameworks: program_compare.SharedRandom)."""
     removed = removed or {}
     top = "torch" if framework == "torch" else "lazytensor"
     names_bound = {} if framework_module is None else {top: framework_module}

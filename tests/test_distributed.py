@@ -195,6 +195,8 @@ def test_a_pytorch_data_parallel_script_runs_under_mpiexec_with_its_imports_chan
     assert ranks[0]["world"] == 2 and ranks[0]["params"] == ranks[1]["params"]  # byte-identical replicas
     assert list(ranks[0]["params"]) == ["module.0.weight", "module.0.bias", "module.2.weight", "module.2.bias"]
     assert ranks[0]["losses"] == ranks[1]["losses"] and ranks[0]["losses"][-1] < ranks[0]["losses"][0]
+    assert ranks[0]["grads"]["false"] != ranks[1]["grads"]["false"]  # require_backward_grad_sync=False: local
+    assert ranks[0]["grads"]["true"] == ranks[1]["grads"]["true"]  # and True: averaged
 
 
 def test_init_process_group_refuses_a_torchrun_start_naming_mpiexec(monkeypatch):

@@ -3,7 +3,7 @@ tests/stand_ins.py): pytorch/examples' DCGAN (transposed convolutions, BatchNorm
 VAE run end to end as scripts, and kuangliu/pytorch-cifar's ResNet18 (a CNN with BatchNorm) trains through
 its own model code. Each runs under both frameworks from the same weights (a PyTorch checkpoint the
 script itself loads, or torch.save -> lt.load); the noise a program samples comes from one stream both
-share (program_compare.SharedNoise), and the losses agree with PyTorch's step by step."""
+share (program_compare.SharedRandom), and the losses agree with PyTorch's step by step."""
 import re
 import sys
 
@@ -52,7 +52,7 @@ def test_dcgan_script_trains_like_pytorch(torch, tmp_path, monkeypatch, capsys):
         _stand_in_torchvision(monkeypatch, pictures, labels, saved[fw])
         framework = torch if fw == "torch" else lt
         capsys.readouterr()
-        P.load(fw, DCGAN, framework_module=C.SharedNoise(framework, seed=3),
+        P.load(fw, DCGAN, framework_module=C.SharedRandom(framework, seed=3),
                argv=small + ["--niter", "3", "--netG", str(tmp_path / "g0.pth"), "--netD", str(tmp_path / "d0.pth"),
                              "--outf", str(tmp_path / fw)])
         printed[fw] = _printed(DCGAN_STEP, capsys.readouterr().out)
@@ -78,7 +78,7 @@ def test_vae_trains_and_tests_like_pytorch(torch, monkeypatch, capsys):
     order = list(np.random.default_rng(4).permutation(32))
     for fw in ("torch", "lazytensor"):
         framework = torch if fw == "torch" else lt
-        program = P.load(fw, VAE, framework_module=C.SharedNoise(framework, seed=6),
+        program = P.load(fw, VAE, framework_module=C.SharedRandom(framework, seed=6),
                          argv=["--batch-size", "8", "--log-interval", "1", "--no-accel"])["vae"]
         C.same_weights(torch, weights, fw, program.model)
         # the program's loader shuffles with its framework's generator; both take one shared order instead

@@ -119,6 +119,22 @@ class Optimizer:
 
     # The per-parameter state entries a subclass keeps: (names of tensors, names of counts).
     STATE_TENSORS, STATE_COUNTS = (), ()
+    # Options PyTorch saves in a group that this optimizer computes with one fixed value.
+    FIXED_OPTIONS = {}
+
+    def _fixed_option(self, name, value):
+        """Whether `name` is an option PyTorch saves in its parameter groups that this optimizer does not
+        keep: how an update runs (foreach, fused, capturable: lazytensor picks its kernels), or one it
+        computes with a fixed value. ValueError when the saved value asks for what it does not compute."""
+        if name in ("foreach", "fused", "capturable"):
+            return True
+        fixed = dict(self.FIXED_OPTIONS, differentiable=False)
+        if name not in fixed:
+            return False
+        if value != fixed[name]:
+            raise ValueError(f"load_state_dict: the saved parameter group has {name}={value!r}; lazytensor's "
+                             f"{type(self).__name__} computes {name}={fixed[name]!r}")
+        return True
 
     def load_state_dict(self, state_dict):
         """Take the hyperparameters and per-parameter state of `state_dict` (what `state_dict()` gave,
@@ -133,7 +149,8 @@ class Optimizer:
                 not isinstance(a, dict) or not isinstance(a.get("params"), (list, tuple))
                 or len(a["params"]) != len(b["params"]) for a, b in zip(groups, self.param_groups)):
             raise ValueError("load_state_dict: the saved parameter groups do not match this optimizer's")
-        hyper = [{k: _hyperparameter(k, v, own) for k, v in saved.items() if k != "params"}
+        hyper = [{k: _hyperparameter(k, v, own) for k, v in saved.items()
+                  if k != "params" and (k in own or not self._fixed_option(k, v))}
                  for saved, own in zip(groups, self.param_groups)]
         state = {}
         for i, st in state_dict["state"].items():
@@ -164,9 +181,7 @@ class Optimizer:
                 entry[k] = v  # an optimizer that declares no state: kept as given
                 continue
             if k in self.STATE_COUNTS:
-                if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-                    raise ValueError(f"load_state_dict: state {k!r} of parameter {i} is {v!r}, not a count")
-                entry[k] = int(v)
+                entry[k] = _count(k, i, v)
                 continue
             if not isinstance(v, (Tensor, np.ndarray)) or (isinstance(v, np.ndarray) and v.dtype.kind not in "fiu"):
                 raise ValueError(f"load_state_dict: state {k!r} of parameter {i} is not an array")
@@ -176,6 +191,18 @@ class Optimizer:
             # a tensor of its own: a step replaces its value in place (the saved one stays)
             entry[k] = tensor(v, dtype=p.dtype) if isinstance(v, np.ndarray) else v.detach()
         return entry
+
+
+def _count(name, i, value):
+    """A saved count (Adam's step): an int, or a 0-d tensor or array holding a whole number (PyTorch saves
+    its step as a float tensor)."""
+    if isinstance(value, (Tensor, np.ndarray)) and not value.shape:
+        as_float = float(value.item())
+        if as_float.is_integer():
+            value = int(as_float)
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"load_state_dict: state {name!r} of parameter {i} is {value!r}, not a count")
+    return int(value)
 
 
 def _hyperparameter(name, value, group):
@@ -267,6 +294,7 @@ class AdamW(Optimizer):
 
     decoupled = True  # weight decay shrinks the parameter (AdamW), not added to the gradient (Adam)
     STATE_TENSORS, STATE_COUNTS = ("exp_avg", "exp_avg_sq"), ("step",)
+    FIXED_OPTIONS = {"amsgrad": False, "maximize": False, "decoupled_weight_decay": True}
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, amsgrad=False, *,
                  maximize=False, foreach=None, capturable=False, differentiable=False, fused=None):
@@ -398,6 +426,7 @@ class Adam(AdamW):
     """Adam (PyTorch's defaults): weight decay, if any, is added to the gradient (L2), unlike AdamW."""
 
     decoupled = False
+    FIXED_OPTIONS = {"amsgrad": False, "maximize": False, "decoupled_weight_decay": False}
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
                  maximize=False, foreach=None, capturable=False, differentiable=False, fused=None):
