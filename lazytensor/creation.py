@@ -114,7 +114,8 @@ def ones(*size, dtype=None, device=None, requires_grad=False, **keyword):
 
 def empty(*size, dtype=None, device=None, requires_grad=False, **keyword):
     """Like zeros: a lazy engine has no reason to hand out uninitialized memory."""
-    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad, **keyword)
+    return zeros(_shape("empty", size, _size_keyword("empty", keyword)), dtype=dtype, device=device,
+                 requires_grad=requires_grad)
 
 
 def like_device(x):

@@ -139,3 +139,41 @@ def test_cuda_memory_counters_follow_the_devices_accounting(cuda_device):
 def test_cuda_memory_counters_are_zero_without_cuda():
     lt.set_device("cpu")
     assert lt.cuda.memory_allocated() == lt.cuda.max_memory_allocated() == 0
+
+
+def test_a_tensor_says_which_kind_of_device_it_is_on(torch):
+    for fw in (torch, lt):
+        x = fw.ones(2)
+        assert (x.is_cpu, x.is_cuda, x.is_xpu, x.is_mps, x.is_meta) == (True, False, False, False, False)
+    assert lt.ones(2).pin_memory() is not None and lt.ones(2).pin_memory().tolist() == [1.0, 1.0]
+
+
+def test_accelerator_is_the_active_device_when_it_is_not_the_host():
+    assert lt.accelerator.is_available() is (lt.get_device() != "cpu")
+    current = lt.accelerator.current_accelerator()
+    assert (current is None) if lt.get_device() == "cpu" else (current.type == lt.get_device())
+    lt.accelerator.set_device_index(0)
+    assert lt.accelerator.current_device_index() == 0
+
+
+def test_cuda_set_device_records_the_index_a_rank_names():
+    lt.cuda.set_device("cuda:1")
+    try:
+        assert lt.cuda.current_device() == 1
+    finally:
+        lt.cuda.set_device(0)
+    with pytest.raises(ValueError, match="expected an index or 'cuda:N'"):
+        lt.cuda.set_device("mps")
+
+
+def test_backends_namespaces_import_as_modules():
+    import lazytensor.backends.cuda as cuda_flags
+    import lazytensor.backends.cudnn as cudnn
+    assert cudnn is lt.backends.cudnn and cuda_flags is lt.backends.cuda
+
+
+@pytest.mark.parametrize("make", ["zeros", "ones", "empty", "rand", "randn"])
+def test_creation_takes_the_size_keyword(torch, make):
+    assert tuple(getattr(lt, make)(size=(2, 3)).shape) == tuple(getattr(torch, make)(size=(2, 3)).shape)
+    with pytest.raises(TypeError, match=rf"{make}\(\) got sizes both as arguments"):
+        getattr(lt, make)(2, size=(3,))

@@ -121,3 +121,15 @@ def test_a_wrong_channel_count_names_the_layer():
         lt.nn.BatchNorm2d(3)(lt.ones(2, 4, 3, 3))
     with pytest.raises(ValueError, match="GroupNorm: num_channels 5 must be divisible by num_groups 2"):
         lt.nn.GroupNorm(2, 5)
+
+
+@pytest.mark.parametrize("layer, args", [("BatchNorm2d", (4,)), ("InstanceNorm2d", (4,)), ("GroupNorm", (2, 4))])
+@pytest.mark.parametrize("kwargs", [{}, {"bias": False}, {"affine": False}])
+def test_norm_layers_take_bias_false_and_print_as_pytorch(layer, args, kwargs):
+    if layer == "InstanceNorm2d" and not kwargs:
+        kwargs = {"affine": True}
+    ours, theirs = getattr(lt.nn, layer)(*args, **kwargs), getattr(torch.nn, layer)(*args, **kwargs)
+    assert repr(ours) == repr(theirs)
+    assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
+    x = np.random.default_rng(1).standard_normal((2, 4, 3, 3)).astype(np.float32)
+    np.testing.assert_allclose(ours(lt.tensor(x)).numpy(), theirs(torch.tensor(x)).detach().numpy(), atol=1e-5)

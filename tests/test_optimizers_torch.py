@@ -104,3 +104,43 @@ def test_add_param_group_takes_the_defaults():
     assert opt.param_groups[1]["momentum"] == 0.5 and opt.param_groups[1]["lr"] == 0.01
     with pytest.raises(ValueError, match="more than one group"):
         opt.add_param_group({"params": [a]})
+
+
+@pytest.mark.parametrize("name", ["AdamW", "Adam", "SGD momentum", "RMSprop"])
+def test_a_pytorch_optimizers_saved_state_resumes_training_as_pytorch(torch, tmp_path, name):
+    """A checkpoint written by PyTorch (its groups carry foreach/fused/capturable/differentiable and Adam's
+    amsgrad/maximize/decoupled_weight_decay; its step is a float tensor) loads into lazytensor's optimizer
+    through lt.load, and the steps after it are PyTorch's."""
+    make = {"AdamW": lambda o, p: o.AdamW(p, lr=0.01, weight_decay=0.1),
+            "Adam": lambda o, p: o.Adam(p, lr=0.01, weight_decay=0.1),
+            "SGD momentum": lambda o, p: o.SGD(p, lr=0.1, momentum=0.9),
+            "RMSprop": lambda o, p: o.RMSprop(p, lr=0.01, momentum=0.5)}[name]
+    results = {}
+    for fw in (torch, lt):
+        w = fw.tensor(W0.copy(), requires_grad=True)
+        opt = make(fw.optim, [w])
+        if fw is torch:  # two steps, then the checkpoint
+            for _ in range(2):
+                opt.zero_grad()
+                (fw.tensor(X) @ w).pow(2).mean().backward()
+                opt.step()
+            torch.save({"w": w.detach(), "optimizer": opt.state_dict()}, tmp_path / "ckpt.pt")
+        else:
+            checkpoint = lt.load(tmp_path / "ckpt.pt")
+            with lt.no_grad():
+                w.copy_(checkpoint["w"])
+            opt.load_state_dict(checkpoint["optimizer"])
+        for _ in range(3):
+            opt.zero_grad()
+            (fw.tensor(X) @ w).pow(2).mean().backward()
+            opt.step()
+        results[fw] = w.detach().numpy()
+    np.testing.assert_allclose(results[lt], results[torch], rtol=1e-5, atol=1e-7)
+
+
+def test_a_saved_group_asking_for_what_the_optimizer_does_not_compute_is_refused(torch):
+    w = torch.ones(2, requires_grad=True)
+    saved = torch.optim.Adam([w], amsgrad=True).state_dict()
+    opt = lt.optim.Adam([lt.ones(2, requires_grad=True)])
+    with pytest.raises(ValueError, match="amsgrad=True; lazytensor's Adam computes amsgrad=False"):
+        opt.load_state_dict(saved)

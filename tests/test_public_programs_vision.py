@@ -145,5 +145,7 @@ def test_cifar_resnet18_trains_like_pytorch_and_keeps_its_running_statistics(tor
         net.eval()
         with framework.no_grad():
             evaluated[fw] = np.asarray(net(inputs).numpy())
-    C.close(losses["lazytensor"], losses["torch"])
+    # 1e-4, not 1e-5: twenty BatchNorm layers over a batch of 8 amplify the rounding of the convolutions'
+    # float32 sums (whose order depends on the thread count), though the first step's gradients agree to 5e-6
+    C.close(losses["lazytensor"], losses["torch"], tolerance=1e-4)
     np.testing.assert_allclose(evaluated["lazytensor"], evaluated["torch"], rtol=1e-3, atol=1e-4)
