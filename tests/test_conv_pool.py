@@ -252,3 +252,26 @@ def test_conv_transpose_modules_have_pytorchs_parameters_and_outputs(torch):
 def test_conv_transpose_refuses_an_output_padding_as_large_as_the_stride():
     with pytest.raises(ValueError, match=r"output_padding \(2, 2\) must be smaller than the stride \(2, 2\)"):
         F.conv_transpose2d(lt.ones(1, 1, 3, 3), lt.ones(1, 1, 3, 3), stride=2, output_padding=2)
+
+
+CONV3D = [  # (input shape, weight shape, bias, kwargs)
+    ((2, 3, 5, 6, 7), (4, 3, 3, 3, 2), True, {}),
+    ((1, 4, 6, 7, 7), (6, 2, 2, 3, 3), False, dict(groups=2, stride=(2, 1, 2), padding=(1, 1, 0), dilation=(2, 1, 1))),
+    ((2, 2, 5, 5, 5), (3, 2, 3, 3, 3), True, dict(padding="same")),
+    ((3, 4, 5, 6), (2, 3, 1, 2, 2), True, dict(stride=2)),  # unbatched input
+]
+
+
+@pytest.mark.parametrize("shapes", CONV3D, ids=range(len(CONV3D)))
+def test_conv3d_matches_pytorch_in_value_and_gradient(torch, shapes):
+    xs, ws, bias, kw = shapes
+    arrays = [R.standard_normal(xs), R.standard_normal(ws)] + ([R.standard_normal(ws[0])] if bias else [])
+    _check(torch, lambda *a: F.conv3d(*a, **kw), lambda *a: torch.nn.functional.conv3d(*a, **kw), *arrays,
+           rtol=1e-7)
+
+
+def test_conv3d_module_has_pytorchs_parameters_and_repr(torch):
+    ours, theirs = lt.nn.Conv3d(2, 4, 3, padding=1, bias=False), torch.nn.Conv3d(2, 4, 3, padding=1, bias=False)
+    assert repr(ours) == repr(theirs) and ours.weight.shape == tuple(theirs.weight.shape) and ours.bias is None
+    with pytest.raises(ValueError, match="conv3d: the input's depth 2"):
+        lt.nn.Conv3d(2, 4, (3, 1, 1))(lt.ones(1, 2, 2, 4, 4))

@@ -31,7 +31,7 @@ class _ConvNd(Module):
 
     def extra_repr(self):
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
-                + (f", padding={self.padding}" if self.padding not in ((0,), (0, 0)) else "")
+                + (f", padding={self.padding}" if self.padding not in ((0,), (0, 0), (0, 0, 0)) else "")
                 + (f", groups={self.groups}" if self.groups != 1 else "")
                 + (", bias=False" if self.bias is None else ""))
 
@@ -54,6 +54,16 @@ class Conv2d(_ConvNd):
 
     def forward(self, x):
         return W.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+class Conv3d(_ConvNd):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, padding_mode="zeros", device=None, dtype=None):
+        super().__init__(3, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, device, dtype)
+
+    def forward(self, x):
+        return W.conv3d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
 
 class _ConvTransposeNd(Module):

@@ -1,4 +1,4 @@
-"""Convolution and pooling over windows (F.conv1d/conv2d, max/avg/adaptive pooling): one `im2col` node
+"""Convolution and pooling over windows (F.conv1d/2d/3d, max/avg/adaptive pooling): one `im2col` node
 gathers the windows (kernels/reference/window.py), then `conv_product` (one product per group over every
 image) or a reduction over them. A convolution's input gradient is one `conv_input_grad` node, its
 weight's one product with the windows (lazytensor/autograd.py); a pooling's goes through `col2im`."""
@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from .. import amp as _amp, creation
+from ..shape_ops import cat
 from ..tensor import Tensor
 
 
@@ -92,6 +93,41 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     (p,) = _padding(padding, (weight.shape[2],), (d,), (s,), "conv1d")
     out = conv2d(input.unsqueeze(2), weight.unsqueeze(2), bias, (1, s), (0, p), (1, d), groups, _name="conv1d")
     return out.squeeze(2)
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """PyTorch's F.conv3d: (N, C, D, H, W) (or unbatched) with weight (O, C/groups, kd, kh, kw): for each
+    depth offset of the kernel, one conv2d over every output depth at once (the depths folded into the
+    batch), and the kd results summed."""
+    if input.ndim == 4:
+        return conv3d(input.unsqueeze(0), weight, bias, stride, padding, dilation, groups).squeeze(0)
+    if input.ndim != 5 or weight.ndim != 5:
+        raise ValueError(f"conv3d: expected input (N, C, D, H, W) and weight (O, C/groups, kd, kh, kw), got "
+                         f"{input.shape} and {weight.shape}")
+    if _amp._REGIONS:  # autocast: convolutions in low precision, the bias too
+        input, weight, bias = _amp.lower(input, weight, bias)
+    stride, dilation = pair(stride, "conv3d: stride", 3), pair(dilation, "conv3d: dilation", 3)
+    padding = _padding(padding, weight.shape[2:], dilation, stride, "conv3d")
+    N, C, D, H, Wd = input.shape
+    O, kd = weight.shape[0], weight.shape[2]
+    if min(stride + dilation) < 1 or min(padding) < 0:
+        raise ValueError(f"conv3d: stride and dilation must be positive and padding non-negative, got stride "
+                         f"{stride}, padding {padding}, dilation {dilation}")
+    if padding[0]:
+        zeros = creation.zeros(N, C, padding[0], H, Wd, dtype=input.dtype)
+        input = cat([zeros, input, zeros], 2)
+    (sd, *s2), (dd, *d2) = stride, dilation
+    Do = (D + 2 * padding[0] - dd * (kd - 1) - 1) // sd + 1
+    if Do < 1:
+        raise ValueError(f"conv3d: the input's depth {D} (padded by {padding[0]}) is smaller than the kernel's "
+                         f"{kd} (dilation {dd})")
+    out = None
+    for k in range(kd):
+        planes = input[:, :, k * dd:k * dd + sd * (Do - 1) + 1:sd].permute(0, 2, 1, 3, 4).reshape(N * Do, C, H, Wd)
+        part = conv2d(planes, weight[:, :, k], None, tuple(s2), padding[1:], tuple(d2), groups, _name="conv3d")
+        out = part if out is None else out + part
+    out = out.reshape(N, Do, O, *out.shape[2:]).permute(0, 2, 1, 3, 4)
+    return out if bias is None else out + bias.reshape(O, 1, 1, 1)
 
 
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
