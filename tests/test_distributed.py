@@ -219,28 +219,39 @@ def test_the_distributed_sampler_splits_and_pads_as_pytorchs():
     assert set.union(*shares) == set(range(12)) and sum(map(len, shares)) == 12
 
 
+LAUNCH_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID",
+                    "MPI_LOCALNRANKS", "PMIX_RANK", "PMIX_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                    "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE")
+
+
+@pytest.fixture
+def no_launcher(monkeypatch):
+    """None of the launchers' or torchrun's variables, and each restored after the test (including the
+    ones the code under test sets)."""
+    for name in LAUNCH_VARIABLES:
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    return monkeypatch
+
+
 @pytest.mark.parametrize("launcher", [
     {"PMI_RANK": "1", "PMI_SIZE": "2", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"},  # MPICH's Hydra
     {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_RANK": "1",
      "OMPI_COMM_WORLD_LOCAL_SIZE": "2"}])  # Open MPI
-def test_a_rank_started_by_mpiexec_gets_torchruns_variables(monkeypatch, launcher):
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID",
-                 "MPI_LOCALNRANKS", "PMIX_SIZE", "OMPI_COMM_WORLD_SIZE"):
-        monkeypatch.delenv(name, raising=False)
+def test_a_rank_started_by_mpiexec_gets_torchruns_variables(no_launcher, launcher):
     for name, value in launcher.items():
-        monkeypatch.setenv(name, value)
+        no_launcher.setenv(name, value)
     dist._torchrun_variables()
     assert [os.environ[n] for n in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")] == ["1", "2", "1", "2"]
 
 
-def test_torchruns_variables_a_user_set_are_kept_and_a_single_process_gets_none(monkeypatch):
-    monkeypatch.setenv("PMI_RANK", "1")
-    monkeypatch.setenv("PMI_SIZE", "2")
-    monkeypatch.setenv("RANK", "7")
-    monkeypatch.delenv("WORLD_SIZE", raising=False)
+def test_torchruns_variables_a_user_set_are_kept_and_a_single_process_gets_none(no_launcher):
+    no_launcher.setenv("PMI_RANK", "1")
+    no_launcher.setenv("PMI_SIZE", "2")
+    no_launcher.setenv("RANK", "7")
     dist._torchrun_variables()
     assert os.environ["RANK"] == "7" and os.environ["WORLD_SIZE"] == "2"
-    for name in ("PMI_RANK", "PMI_SIZE", "RANK", "WORLD_SIZE", "MPI_LOCALNRANKS", "PMIX_SIZE", "OMPI_COMM_WORLD_SIZE"):
-        monkeypatch.delenv(name, raising=False)
+    for name in LAUNCH_VARIABLES:
+        no_launcher.delenv(name, raising=False)
     dist._torchrun_variables()
     assert "RANK" not in os.environ and "WORLD_SIZE" not in os.environ
