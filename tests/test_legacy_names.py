@@ -142,10 +142,11 @@ def test_cuda_memory_counters_are_zero_without_cuda():
 
 
 def test_a_tensor_says_which_kind_of_device_it_is_on(torch):
-    for fw in (torch, lt):
-        x = fw.ones(2)
+    for x in (torch.ones(2), lt.ones(2, device="cpu")):
         assert (x.is_cpu, x.is_cuda, x.is_xpu, x.is_mps, x.is_meta) == (True, False, False, False, False)
-    assert lt.ones(2).pin_memory() is not None and lt.ones(2).pin_memory().tolist() == [1.0, 1.0]
+    unplaced = lt.ones(2)  # on the active device
+    assert (unplaced.is_cpu, unplaced.is_cuda) == (lt.get_device() == "cpu", lt.get_device() == "cuda")
+    assert lt.ones(2).pin_memory().tolist() == [1.0, 1.0]
 
 
 def test_accelerator_is_the_active_device_when_it_is_not_the_host():
