@@ -11,7 +11,7 @@ from .replay import capturing, refusals
 from .counters import COUNTERS
 from .graph import Node
 from .locking import serialized
-from .residency import Buffer
+from .residency import Buffer, host_view
 
 
 def _host_access(refusal, detail):
@@ -89,13 +89,6 @@ def host_view_node(node, index, shape=None):
     if recorder is not None:
         recorder.view(node.buffer, (index, shape), leaf.buffer)
     return leaf
-
-
-def host_view(array, what):
-    """`array[index]`, reshaped to `shape` unless it is None, for what = (index, shape)."""
-    index, shape = what
-    view = array[index]
-    return view if shape is None else view.reshape(shape)
 
 
 def value_node(buffer):

@@ -141,3 +141,11 @@ def is_param(value):
     """A 0-d value already on the host travels as a kernel parameter, not as a copy (a Buffer or a
     planned stand-in for one)."""
     return value.shape == () and value.on_host
+
+
+def host_view(array, what):
+    """`array[index]`, reshaped to `shape` unless it is None, for what = (index, shape): a host value's
+    view taken without a kernel (an optimizer's slices of its packed state, say)."""
+    index, shape = what
+    view = array[index]
+    return view if shape is None else view.reshape(shape)

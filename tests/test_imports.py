@@ -1,5 +1,5 @@
-"""The import graph: the API imports the engine, the engine imports the kernels, never the other way, and
-no module of the library is imported inside a function (no import circle to work around). The training
+"""The import graph: the API imports the engine, the engine imports the kernels, never the other way, no
+module of the library is imported inside a function, and no layer has an import circle. The training
 application beside the library (`lazytensor_train`) uses only the public API, and the library never
 imports it."""
 import ast
@@ -84,3 +84,43 @@ def test_no_module_of_the_library_is_imported_inside_a_function(name, path):
 def test_the_training_app_uses_only_the_public_api(name, path):
     for target, _ in _imports(name, path):
         assert target.startswith("lazytensor_train") or target in PUBLIC, f"{name} imports {target}"
+
+
+def _circles(modules):
+    """The strongly connected groups of more than one module in the import graph of `modules` (function-
+    level imports included), each sorted."""
+    names = {name for name, _ in modules}
+    # (a module's own packages are initialized before it: `from . import x` names x, not a circle)
+    graph = {name: {t for t, _ in _imports(name, path) if t in names and t != name and not name.startswith(t + ".")}
+             for name, path in modules}
+    index, low, stack, on_stack, circles = {}, {}, [], set(), []
+
+    def visit(v):  # Tarjan's algorithm
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                circles.append(sorted(group))
+    for name in sorted(graph):
+        if name not in index:
+            visit(name)
+    return circles
+
+
+@pytest.mark.parametrize("layer", ["api", "runtime", "kernels"])
+def test_no_layer_has_an_import_circle(layer):
+    assert _circles([m for m in MODULES if _layer(m[0]) == layer]) == []

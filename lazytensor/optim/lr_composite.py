@@ -4,7 +4,7 @@ multiplied) and ReduceLROnPlateau (lr cut when a watched value stops improving).
 import bisect
 import math
 
-from .lr_scheduler import LRScheduler
+from .lr_base import LRScheduler
 
 
 class SequentialLR(LRScheduler):

@@ -16,13 +16,13 @@ import weakref
 
 import numpy as np
 
-from .. import copies, counters, devices, executor, hostio, next_reads, parallel, placement, rng
+from .. import copies, counters, devices, executor, next_reads, parallel, placement, rng
 from ..backends.lowering import for_indices
 from ..graph import Node
 from ..next_reads import NextReads
 from ..prefetch import Prefetcher
 from ..locking import computing
-from ..residency import Buffer, is_param
+from ..residency import Buffer, host_view, is_param
 from ..schedule import GROUPS, KERNELS, Step
 from ..transfers import LOG
 from . import device_runner, host_runner, refusals
@@ -141,7 +141,7 @@ class Recorder:
 
     def view(self, source, what, result):
         """`result` is a host view of `source.host` made without a kernel (optimizers' (p, m, v)):
-        `what` = (index, shape), as hostio.host_view takes it."""
+        `what` = (index, shape), as residency.host_view takes it."""
         self.steps.append(Step.recorded("view", None, what, [self.slot(source)], self._result_slot(result)))
 
     def exchange(self, what, source, result):
@@ -419,7 +419,7 @@ def _execute(step, operands, stream0, chain):
         src = operands[0]
         if not src.on_host:  # captured where the optimizer ran on the host; under another budget it ran on a device
             copies.download(src, "host-kernel")
-        return Buffer.host_result(src.node_id, "data", hostio.host_view(src.host, what), False)
+        return Buffer.host_result(src.node_id, "data", host_view(src.host, what), False)
     if kind == "exchange":
         return copies.exchange(operands[0], *what.args)
     if kind == "node":

@@ -20,8 +20,7 @@ never handed back (the caller could write it in place), and only values up to FO
 so a replay holds at most a few small arrays more than the eager call between steps.
 """
 from .. import executor
-from ..hostio import host_view
-from ..residency import Buffer
+from ..residency import Buffer, host_view
 from .runner import Runner
 
 FOLD_MAX_BYTES = 1 << 20  # the largest value a host runner keeps between replays as a folded constant
