@@ -2,7 +2,7 @@
 one recorded before makes the same gradient nodes from that recording, without running the rules.
 
 A training loop calls backward on a graph of the same structure every step, and the rules
-(lazytensor/autograd.py) spend ~8 us of Python per gradient node on checks, broadcasting, dtype
+(lazytensor/autograd.py) spend Python time per gradient node on checks, broadcasting, dtype
 promotion and rewrites that come out the same every time. What a rule builds depends only on what it
 can see: its record (op, attributes, parents), the nodes of the values it saved and of its output, and
 through those every pending node below them (the rewrites look at the inputs' ops and whether they are

@@ -136,7 +136,7 @@ def consumers_early(order, worth=_WORTH_BYTES):
     through it (with the q/k/v gradients and the layer norms' inputs, 62 MB of a 518 MB training step at
     the seed's size). Values under `worth` bytes are left where depth first puts their consumers."""
     if not any(node.nbytes >= worth for node in order):
-        return order  # the reordering costs ~2 us a node: not spent where no value is worth it
+        return order  # the reordering costs Python time per node: not spent where no value is worth it
     index = {node: k for k, node in enumerate(order)}
     consumers = {}
     for node in order:

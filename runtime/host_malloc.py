@@ -2,10 +2,10 @@
 
 By default glibc serves blocks above a (dynamic) threshold with mmap and gives freed memory at the top
 of the heap back to the kernel; every training step then takes the same megabytes back page by page,
-each first touch a zero-filling page fault, and with several threads those faults serialize on the
-process's memory map. Measured on the `small` model at 2 threads: 254 -> 215 ms per step
-(bench/RESULTS.md). `tune()` raises the mmap threshold to its maximum (32 MiB) and the trim threshold
-to 256 MiB: freed arrays stay in the process for the next step, as a caching allocator would keep them.
+each first touch a zero-filling page fault, and with several threads those faults serialize on the process's
+memory map (bench/RESULTS.md, 'glibc malloc left alone vs tuned'). `tune()` raises the mmap threshold to its
+maximum (32 MiB) and the trim threshold to 256 MiB: freed arrays stay in the process for the next step, as a
+caching allocator would keep them.
 
 These settings belong to the whole process, so importing the library never applies them: a program
 opts in with `lt.tune_host_malloc()` or LAZYTENSOR_MALLOC=tuned (applied at the first computation);

@@ -5,18 +5,18 @@ kernel on each piece (kernels/cpu/), so each row is computed as on one thread: t
 on the thread count (matrix products excepted: a piece may be blocked differently, and matmul is in the
 tolerance class). The pieces run on numba's pool only where its threading layer keeps idle threads
 spinning between launches (OpenMP or TBB: a launch costs a few microseconds); numba's fallback layer
-(workqueue) wakes its threads through the OS on every launch (~150 us measured on a 2-vCPU VM), more
-than a training step's kernels gain, so without OpenMP or TBB the kernels run on one thread. (An earlier
-pool of Python threads handed pieces over through locks and the GIL: 20-65 us a hand-off on that VM,
-which made a two-thread training step slower than a one-thread one; bench/RESULTS.md.)
+(workqueue) wakes its threads through the OS on every launch, which costs more than a training step's
+kernels gain, so without OpenMP or TBB the kernels run on one thread. (An earlier pool of Python threads
+handed pieces over through locks and the GIL, which made a two-thread training step slower than a
+one-thread one; bench/RESULTS.md, 'Figures behind the code's choices'.)
 
 OpenBLAS also keeps its idle threads spinning, and two spinning pools on the same cores take turns by
-the scheduler's time slices (a kernel and a product taking 0.3 and 0.4 ms alone took 8 ms together). So
+the scheduler's time slices (a kernel and a product took twenty times longer together than apart). So
 from the first run of kernels split between several threads, OpenBLAS is held to one thread (through
 threadpoolctl) until `set_num_threads(1)`, and big matrix products run in pieces on numba's pool as
 well, each piece a one-thread OpenBLAS call (kernels/cpu/blas.py). Holding it only during each run was
 not enough: restoring its threads woke them, and they spun through the next run (a replayed training
-step took 520 ms instead of 32). Without threadpoolctl the engine runs its kernels on one thread and
+step took sixteen times longer). Without threadpoolctl the engine runs its kernels on one thread and
 leaves BLAS alone. GNU OpenMP cannot be used again in a forked child, so a forked process runs its
 kernels on one thread.
 
@@ -34,8 +34,8 @@ import numpy as np
 from . import config
 from ..kernels.cpu import pool
 
-# Elements of work per piece below which a kernel is not split (~10-20 us of work; a launch on a
-# spinning pool costs ~3 us, bench/RESULTS.md).
+# Elements of work per piece below which a kernel is not split: a few times the cost of a launch on a
+# spinning pool (bench/RESULTS.md, 'Figures behind the code's choices').
 MIN_PIECE = 32768
 
 _state = {"threads": None, "controller": None, "layer": None, "forked": False, "depth": 0, "owner": None,

@@ -33,7 +33,7 @@ _INDEX = frozenset({"take", "take_along", "index"})
 _WORTH_BYTES = 256 * 1024   # smaller values are not worth a second kernel
 # On the host, a value whose last consumers are moved up to read it from cache: smaller ones (a tiny GPT's
 # 1 MiB activations) fit a core's L2 (1-2 MiB on current Xeons and Zens) either way, and the reordering
-# costs ~2 us a node (a tiny eager step: 0.5 ms of ~17).
+# costs Python time per node (bench/RESULTS.md, 'Figures behind the code's choices').
 HOST_WORTH_BYTES = 2 * 1024 * 1024
 _CHAIN = 8                  # at most this many ops made again for one value
 _ROUNDS = 512               # values made again per realization, at most

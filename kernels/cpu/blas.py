@@ -144,7 +144,8 @@ def gemm_batches_in_pieces(address, ints, unit, m, n, k, a, a_offsets, trans_a, 
     byte address `a + a_offsets[i]`, read with its transpose and leading dimension, B_i (k, n) likewise,
     C_i (m, n) row-major at `out + out_offsets[i]` with leading dimension `ldc`; `unit` a one-element
     array holding 1 in the products' dtype; sizes, leading dimensions and addresses Python ints, the
-    transposes bools (converted here: a NumPy scalar argument costs ~0.5 us of dispatch each)."""
+    transposes bools (converted here: a NumPy scalar argument costs dispatch time each; bench/RESULTS.md,
+    'Figures behind the code's choices')."""
     one, zero = unit[0], unit[0] - unit[0]
     for p in nb.prange(bounds.shape[0] - 1):
         cell = np.empty_like(ints)
@@ -210,9 +211,8 @@ def matmul_rows(a, b, out, bounds, library):
 
 
 # Rows of a product's result the bias is added to at once: the block stays in cache between its product
-# and its add, and each product call packs the weight again. On a 2-core Xeon (AVX-512, MKL), cold
-# cache, (4096, 128) @ (128, 384) + bias: 4.25 ms as a product then an add, 3.10-3.17 in blocks of
-# 128-512 rows, 3.35 in blocks of 64; (2048, 1536) @ (1536, 384): 15.9 either way at 512, 16.5 at 256.
+# and its add, and each product call packs the weight again: blocks much smaller than this lose to the
+# packing, much larger ones to the cache (bench/RESULTS.md, 'Figures behind the code's choices').
 BIAS_BLOCK_ROWS = 512
 
 

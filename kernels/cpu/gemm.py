@@ -2,20 +2,19 @@
 it is faster than NumPy's BLAS, chosen by measuring both once per machine.
 
 Which library is faster at these sizes (2^18 to 2^25 multiply-adds: a dimension of 64-512, the other of
-~1000-4000) depends on the CPU: on a Zen 1 EPYC, NumPy's OpenBLAS moved between 13 and 43 GFLOP/s with
-the operands' layout and its weight-gradient products (a transposed operand, long inner dimension) stayed
-at 14-20, where BLIS ran at 33-40; on a Zen 3 EPYC OpenBLAS runs every one of them at ~85 and BLIS at
-~28 (bench/RESULTS.md). So `LAZYTENSOR_HOST_BLAS=auto` (the default) times both on two such products
+~1000-4000) depends on the CPU and the operands' layout (bench/RESULTS.md, 'float32 products of a
+training step: NumPy's BLAS vs BLIS'). So `LAZYTENSOR_HOST_BLAS=auto` (the default) times both on two such products
 the first time a product of these sizes is planned, keeps BLIS only when it is clearly faster (NumPy's is
 the reference's library), and writes the answer to the cache folder, keyed by the CPU and the two
 libraries' versions, so that every later process on the machine computes the same bytes without
-measuring again; `numpy` or `blis` fixes the choice. Outside these sizes NumPy keeps every product:
-below 2^18 BLIS's call costs more than it saves (~10 us against ~3), above 2^25 the two are alike.
+measuring again; `numpy` or `blis` fixes the choice. Outside these sizes NumPy keeps every product: below
+2^18 BLIS's call costs more than it saves, above 2^25 the two are alike (bench/RESULTS.md, 'Figures behind
+the code's choices').
 
 Where Intel's MKL is installed (the `mkl` extra, kernels/cpu/mkl.py), `auto` times it too and, where it
 is faster than the library chosen above, MKL computes every float product the numba backend takes (all
-sizes, whole or in pieces): on an Intel Xeon with AVX-512 it ran the products of a small GPT's step
-6-40% faster than OpenBLAS (bench/RESULTS.md); `mkl` fixes that choice. The products are the same sums
+sizes, whole or in pieces; bench/RESULTS.md has the products it was measured on); `mkl` fixes that
+choice. The products are the same sums
 in another order: matmul is in the tolerance class.
 """
 import contextlib
@@ -156,7 +155,7 @@ def _store(path, key, entry):
 def measure(rounds=8):
     """(NumPy's seconds, BLIS's seconds) for a forward product (1024, 64) @ (64, 256) and a weight
     gradient (256, 1024) @ (1024, 64) read transposed, together, on one thread: the fastest of `rounds`
-    alternated rounds after a warm-up call of each (~30 ms in all on a Zen 3)."""
+    alternated rounds after a warm-up call of each (tens of milliseconds in all, once per machine)."""
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1024, 64), dtype=np.float32)
     w = rng.standard_normal((64, 256), dtype=np.float32)

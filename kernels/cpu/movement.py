@@ -11,8 +11,7 @@ import numpy as np
 _TILE = 32  # a transposed piece is copied in square tiles of this side, read and written within cache
 # Elements copied per element of work (a computed one's): a transposed piece is cut for threads only
 # from 4 * 2 * MIN_PIECE elements (runtime/parallel.py); smaller ones, in a training step's warm cache,
-# copied faster whole by NumPy than split (2-vCPU Zen 3: (16, 64, 64) float32 pieces 0.14 ms for three
-# whole, 0.22-0.29 split).
+# copied faster whole by NumPy than split (bench/RESULTS.md, 'Figures behind the code's choices').
 _COPIES_PER_WORK = 4
 
 

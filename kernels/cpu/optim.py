@@ -10,8 +10,9 @@ import numpy as np
 @nb.njit(nogil=True, cache=True, error_model="numpy")
 def adamw_into(p, g, s, m, v, out, b1, b2, eps, decay, step_size, sqrt_bias2, lo, hi):
     """out[0, i], out[1, i], out[2, i] = new p, m, v at i for lo <= i < hi (flat arrays; `s` a scalar of
-    g's dtype). The loop runs over slices from 0 and divides as NumPy does (no zero-division check):
-    only then does LLVM vectorize its float64 square roots and divisions (4.6x faster at 64K elements)."""
+    g's dtype). The loop runs over slices from 0 and divides as NumPy does (no zero-division check): only
+    then does LLVM vectorize its float64 square roots and divisions (bench/RESULTS.md, 'Figures behind the
+    code's choices')."""
     c1, c2 = 1.0 - b1, 1.0 - b2
     p, g, m, v = p[lo:hi], g[lo:hi], m[lo:hi], v[lo:hi]
     new_p, new_m, new_v = out[0, lo:hi], out[1, lo:hi], out[2, lo:hi]

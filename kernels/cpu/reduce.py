@@ -17,10 +17,9 @@ from .common import one_piece
 from .lanes import fold_8_rows, fold_16_rows
 
 _ROWS = 8  # rows folded side by side: independent additions in flight, each row still in order
-# Columns of a column sum per thread, at least: each thread streams its part of every row, and parts
-# shorter than this ran slower side by side than one thread's whole rows (2-vCPU Zen 3: (4096, 128)
-# 114 -> 181 us and (4096, 512) 619 -> 742 in two pieces; (1024, 2048) 662 -> 492, (64, 65536)
-# 1813 -> 819).
+# Columns of a column sum per thread, at least: each thread streams its part of every row, and parts shorter
+# than this ran slower side by side than one thread's whole rows (bench/RESULTS.md, 'Figures behind the
+# code's choices').
 COLS_PER_PIECE = 1024
 
 

@@ -35,7 +35,8 @@ def _row_max(x, m, cell):
 @nb.njit(cache=True, inline="always")
 def _exp_into(src, shift, dst, f32):
     """dst = exp(src - shift), the difference rounded to the dtype first (as a shifted row would be):
-    one loop from src, ~1.4x faster than a shifted row then its exp (bench/RESULTS.md)."""
+    one loop from src, faster than a shifted row then its exp (bench/RESULTS.md, 'Figures behind the code's
+    choices')."""
     # Its own loop, not the fold's: the exp loop vectorizes; the fold after it must stay in order.
     if f32:
         for k in range(src.shape[0]):
@@ -87,8 +88,8 @@ def softmax_rows(x, out, f32):
 @nb.njit(cache=True, inline="always")
 def _log_softmax_rows_in_lanes(x, out):
     """log_softmax_rows for float32 rows of at least LANES elements, the maximum and the Σ of the
-    exponentials in lanes as `_softmax_rows_in_lanes` takes them: a cross-entropy's (4096, 103) logits
-    1.42 -> 0.66 ms on one thread (Xeon, AVX-512; PyTorch's 0.49), the same bytes on that sample."""
+    exponentials in lanes as `_softmax_rows_in_lanes` takes them (bench/RESULTS.md, 'Figures behind the
+    code's choices')."""
     cell = np.empty(1, out.dtype)
     e = np.empty(x.shape[1], x.dtype)
     for m in range(x.shape[0]):

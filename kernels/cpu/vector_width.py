@@ -2,9 +2,8 @@
 
 LLVM tunes most AVX-512 Intel CPUs with "prefer-256-bit", so numba's loops run eight float32 lanes where
 the CPU has sixteen. Our kernels' heavy loops are transcendental polynomials (erf, exp) in float32, which
-gain from the full width: on an Intel Xeon (family 6 model 167) the fused GELU kernels ran 1.3x faster
-and a compiled training step 3-5% (bench/RESULTS.md). Results do not change: no kernel uses fast-math, so
-each element is computed by the same operations at any width.
+gain from the full width (bench/RESULTS.md, 'Figures behind the code's choices'). Results do not change: no
+kernel uses fast-math, so each element is computed by the same operations at any width.
 
 numba fixes the target's features when its CPU context starts (the first function it decorates), for the
 whole process: so this must run before that, and it affects every numba function of the process, not

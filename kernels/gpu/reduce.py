@@ -154,7 +154,7 @@ def _chunked_sum(count, stride, value, wide):
 
     The same additions in the same order as the plain loop, so the same bits; on a GPU one output per
     work item leaves few work items, and a loop that waits for each load in turn is bound by memory
-    latency (0.7 ms for 4096 elements on an H200, bench/RESULTS.md), while CHUNK loads in flight wait
+    latency (bench/RESULTS.md, the H200 run), while CHUNK loads in flight wait
     once per chunk."""
     load = f"x0[lt_base + (lt_j + lt_u) * {stride}LL]"
     chunk_value = value.replace("x0[lt_off]", "lt_v[lt_u]")

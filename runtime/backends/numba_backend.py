@@ -125,10 +125,8 @@ def _split_matmul(route, node, a, b):
 
 def _swapped_faster(a, b):
     """Whether MKL computes a @ b faster as (b.T @ a.T).T: `a` read transposed and `b` not (a weight's
-    gradient, dy.T @ x, summed over a long batch of rows) with more rows in the result than columns.
-    On a 2-core Xeon (AVX-512), one thread, a small GPT's (512, 4096) @ (4096, 128): 4.61 ms as
-    asked, 3.87 swapped with the transposing copy; (384, 4096) @ (4096, 128) 3.34 -> 2.72; a seed-size
-    (1536, 2048) @ (2048, 384) 16.9 -> 15.4; with fewer rows than columns swapping was slower (bench/RESULTS.md)."""
+    gradient, dy.T @ x, summed over a long batch of rows) with more rows in the result than columns; with
+    fewer rows than columns swapping was slower (bench/RESULTS.md, 'Figures behind the code's choices')."""
     return a.shape[0] > b.shape[1] and blas.layout(a)[1] and not blas.layout(b)[1]
 
 

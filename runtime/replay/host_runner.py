@@ -2,8 +2,7 @@
 
 A `Program` (runtime/replay/capture.py) replays through the executors: per kernel a residency
 check, a Buffer for the result, a profiling hook, the backend's choice among its kernels, and the
-kernel's own checks (bench/RESULTS.md: a replay of a ~460-step training step with negligible kernels
-took 6.4 ms through them, 4.9 through a HostRunner, on a 2-vCPU VM). When
+kernel's own checks (bench/RESULTS.md, 'Figures behind the code's choices'). When
 every step of a program runs on host backends (the CPU device), a `HostRunner` resolves each step once to
 a callable on host arrays (`HostBackend.prepared`: the kernel the backend would pick for these shapes
 and dtypes), and a replay is a loop over (callable, operand slots, result slot), generated as one Python
@@ -24,10 +23,9 @@ from ..residency import Buffer, host_view
 from .runner import Runner
 
 FOLD_MAX_BYTES = 1 << 20  # the largest value a host runner keeps between replays as a folded constant
-# Replays after which a plan's calls run as one generated function. Generating costs ~30 us a call once
-# (compiling the source) and saves 1-2 us a call per replay: a tiny GPT's training step on a 2-core Xeon,
-# 317 calls, took 10 ms to generate and then ran 0.3-0.6 ms (2-4%) faster per step, so it pays back
-# within ~30 replays. A step replayed twice is most likely a training loop's, which runs thousands.
+# Replays after which a plan's calls run as one generated function. Generating costs once per call
+# (compiling the source) what a few tens of replays save (bench/RESULTS.md, 'Figures behind the code's
+# choices'); a step replayed twice is most likely a training loop's, which runs thousands.
 GENERATE_AFTER = 2
 
 
@@ -217,8 +215,8 @@ def _looped(calls, arrays, keep):
 
 def _generated(calls):
     """`calls` as one Python function doing what `_looped(calls, ...)` does, without unpacking, argument
-    lists and loop control per call (about 0.6 us of the CPython interpreter each, a few hundred per
-    training step)."""
+    lists and loop control per call (a few hundred per training step; bench/RESULTS.md, 'Figures behind the
+    code's choices')."""
     lines = ["def replay(calls, a, keep):", "    exclusive = {}"]
     names = {"exclusive_result": executor.exclusive_result}
     for k, (call, ins, out, drop) in enumerate(calls):

@@ -8,8 +8,9 @@ import numpy as np
 
 class Key:
     """A signature (a tuple) as a dict key, hashed by the ops it covers alone: hashing every item
-    (dtypes, attributes, shapes) costs ~100 us for a training step's, and a lookup compares equal
-    hashes item by item anyway. A realization and a backward pass look their key up once per step."""
+    (dtypes, attributes, shapes) costs more than the lookup it serves (bench/RESULTS.md, 'Figures behind the
+    code's choices'), and a lookup compares equal hashes item by item anyway. A realization and a backward
+    pass look their key up once per step."""
 
     __slots__ = ("items", "hash")
 
