@@ -71,7 +71,14 @@ class autocast(contextlib.ContextDecorator):  # noqa: N801 (PyTorch's name)
             raise ValueError(f"autocast: device_type must be 'cpu' or 'cuda', got {device_type!r}")
         dtype = _DEFAULT_DTYPE[device_type] if dtype is None else dtypes.as_dtype(dtype)
         if dtype not in _LOW:
-            raise ValueError(f"autocast: dtype must be float16 or bfloat16, got {dtype}")
+            if dtype not in (dtypes.float32, dtypes.float64):
+                raise ValueError(f"autocast: dtype must be float16 or bfloat16 (or float32: no change), got {dtype}")
+            # nanoGPT's --dtype=float32 passes float32 on CUDA, where PyTorch accepts it (nothing is lowered);
+            # on the CPU PyTorch warns and disables the region
+            if enabled and device_type == "cpu":
+                warnings.warn(f"In CPU autocast, but the target dtype is not supported. Disabling autocast "
+                              f"(CPU autocast lowers to bfloat16 or float16, not {dtype})", UserWarning, stacklevel=2)
+            enabled = False
         if enabled and device_type == "cuda" and _device_in_use() != "cuda":
             warnings.warn("autocast: device_type 'cuda' is given but CUDA is not the device in use; this region "
                           "changes nothing", UserWarning, stacklevel=2)

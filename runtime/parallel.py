@@ -21,7 +21,8 @@ leaves BLAS alone. GNU OpenMP cannot be used again in a forked child, so a forke
 kernels on one thread.
 
 The thread count: `lt.set_num_threads(n)`, else LAZYTENSOR_NUM_THREADS, else OMP_NUM_THREADS, else the
-cores this process may use (at most numba's pool size, NUMBA_NUM_THREADS).
+cores this process may use (at most numba's pool size, NUMBA_NUM_THREADS), shared among the ranks mpiexec
+started on this machine.
 """
 import contextlib
 import functools
@@ -31,7 +32,7 @@ import threading
 
 import numpy as np
 
-from . import config
+from . import collectives, config
 from ..kernels.cpu import pool
 
 # Elements of work per piece below which a kernel is not split: a few times the cost of a launch on a
@@ -53,9 +54,15 @@ def _default_threads():
         except ValueError:
             raise ValueError(f"OMP_NUM_THREADS must be a positive integer, got {value!r}") from None
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cores = max(1, len(os.sched_getaffinity(0)))
     except AttributeError:
-        return max(1, os.cpu_count() or 1)
+        cores = max(1, os.cpu_count() or 1)
+    # Ranks mpiexec started on this machine share its cores (as torchrun gives each process one OpenMP
+    # thread): two ranks each splitting kernels over every core ran a data-parallel step 25x slower, their
+    # pools' spinning threads taking turns on the cores (bench/RESULTS.md).
+    ranks = collectives.launcher_ranks() if collectives.launched_by_mpi() else None
+    local = int(ranks["LOCAL_WORLD_SIZE"]) if ranks and ranks["LOCAL_WORLD_SIZE"].isdigit() else 1
+    return max(1, cores // max(local, 1))
 
 
 def _controller():

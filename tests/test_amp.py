@@ -138,3 +138,16 @@ def test_cuda_autocast_runs_products_in_float16_and_keeps_softmax_norms_and_loss
         assert lt.nn.functional.layer_norm(product, (4,)).dtype == lt.float32
         assert lt.nn.functional.mse_loss(product, lt.zeros(4, 4)).dtype == lt.float32
     np.testing.assert_allclose(product.float().numpy(), X @ X.T, rtol=1e-2, atol=1e-2)
+
+
+def test_autocast_to_float32_changes_nothing_and_on_the_cpu_warns_as_pytorch():
+    """nanoGPT's `--dtype=float32` builds `autocast(device_type="cuda", dtype=float32)`: PyTorch accepts it
+    (nothing is lowered); on the CPU it warns and disables the region."""
+    with lt.amp.autocast(device_type="cuda", dtype=lt.float32):
+        assert (lt.tensor(X) @ lt.tensor(X).T).dtype == lt.float32
+    with pytest.warns(UserWarning, match="In CPU autocast, but the target dtype is not supported"):
+        region = lt.autocast("cpu", dtype=lt.float32)
+    with region:
+        assert (lt.tensor(X) @ lt.tensor(X).T).dtype == lt.float32 and not lt.is_autocast_enabled("cpu")
+    with pytest.raises(ValueError, match="dtype must be float16 or bfloat16"):
+        lt.autocast("cpu", dtype=lt.int32)

@@ -417,3 +417,41 @@ def test_a_stack_of_products_read_permuted_is_laid_out_as_read(threads, dims, rn
     assert product.numpy().transpose(dims).flags.c_contiguous
     plain = (lt.tensor(a) @ lt.tensor(b)).numpy()  # the same kernel writing C order: the same bytes
     assert plain.transpose(dims).tobytes() == product.numpy().transpose(dims).tobytes()
+
+
+@pytest.mark.parametrize("launcher, cores, expected", [
+    ({}, 4, 4),  # a plain run: every core this process may use
+    ({"PMI_RANK": "0", "PMI_SIZE": "2", "MPI_LOCALRANKID": "0", "MPI_LOCALNRANKS": "2"}, 4, 2),  # 2 ranks here
+    ({"PMI_RANK": "0", "PMI_SIZE": "4", "MPI_LOCALRANKID": "0", "MPI_LOCALNRANKS": "4"}, 2, 1),  # more ranks
+])
+def test_ranks_mpiexec_starts_on_one_machine_share_its_cores_by_default(monkeypatch, launcher, cores, expected):
+    for name in ("LAZYTENSOR_NUM_THREADS", "OMP_NUM_THREADS", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID",
+                 "MPI_LOCALNRANKS", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in launcher.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
+    assert parallel._default_threads() == expected
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # a count the user gave is kept
+    assert parallel._default_threads() == 3
+
+
+def test_a_product_in_one_piece_gives_the_bytes_of_the_same_product_through_the_pool():
+    """A one-piece product runs on this thread (gemm_rows / gemm_batches), not through numba's pool: the
+    same library call, so the same bytes."""
+    rs = np.random.default_rng(0)
+    library = blas.gemm_address(np.dtype(np.float32))
+    if library is None:
+        pytest.skip("no cblas library found through threadpoolctl")
+    a, b = rs.standard_normal((37, 19), np.float32), rs.standard_normal((19, 23), np.float32)
+    whole, pooled = np.empty((37, 23), np.float32), np.empty((37, 23), np.float32)
+    one = np.array([0, 37], np.int64)
+    blas.matmul_rows(a, b, whole, one, library)
+    a2, ta, lda = blas.layout(a)
+    b2, tb, ldb = blas.layout(b)
+    blas.gemm_rows_in_pieces(library[0], blas._cell(library[1]), a2, ta, lda, b2, tb, ldb, pooled, one)
+    assert whole.tobytes() == pooled.tobytes()
+    x, w = rs.standard_normal((3, 5, 7), np.float32), rs.standard_normal((3, 7, 4), np.float32)
+    batched = np.empty((3, 5, 4), np.float32)
+    blas.matmul_batches(x, w, batched, np.array([0, 3], np.int64), library)
+    np.testing.assert_allclose(batched, x @ w, rtol=1e-5)

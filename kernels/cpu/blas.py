@@ -100,20 +100,47 @@ def _flag(transposed):
     return _TRANS if transposed else _NO_TRANS
 
 
+@nb.njit(nogil=True, cache=True, inline="always")
+def _rows_piece(address, cell, a, trans_a, lda, b, trans_b, ldb, out, lo, hi):
+    """out[lo:hi] = a[lo:hi] @ b, one library call."""
+    k, n = b.shape[0], out.shape[1]
+    row_step = np.uint64((1 if trans_a else lda) * a.itemsize)  # bytes from one row of `a` to the next
+    one, zero = a.dtype.type(1.0), a.dtype.type(0.0)
+    _call_at(address, (_ROW_MAJOR, _flag(trans_a), _flag(trans_b), _as(hi - lo, cell), _as(n, cell), _as(k, cell),
+                       one, a.ctypes.data + np.uint64(lo) * row_step, _as(lda, cell), b.ctypes.data,
+                       _as(ldb, cell), zero, out[lo:].ctypes.data, _as(n, cell)))
+
+
 @nb.njit(parallel=True, nogil=True, cache=True)
 def gemm_rows_in_pieces(address, ints, a, trans_a, lda, b, trans_b, ldb, out, bounds):
     """out[lo:hi] = a[lo:hi] @ b for each piece [lo, hi) of `bounds`, the pieces side by side: `a` (M, K)
     and `b` (K, N) read transposed or not (bools) with their leading dimensions (ints), `out` (M, N)
     C-contiguous; `ints` a one-element array of the library's integer type."""
-    k, n = b.shape[0], out.shape[1]
-    row_step = np.uint64((1 if trans_a else lda) * a.itemsize)  # bytes from one row of `a` to the next
-    one, zero = a.dtype.type(1.0), a.dtype.type(0.0)
     for p in nb.prange(bounds.shape[0] - 1):
-        lo, hi = bounds[p], bounds[p + 1]
-        cell = np.empty_like(ints)
-        _call_at(address, (_ROW_MAJOR, _flag(trans_a), _flag(trans_b), _as(hi - lo, cell), _as(n, cell), _as(k, cell),
-                           one, a.ctypes.data + np.uint64(lo) * row_step, _as(lda, cell), b.ctypes.data,
-                           _as(ldb, cell), zero, out[lo:].ctypes.data, _as(n, cell)))
+        _rows_piece(address, np.empty_like(ints), a, trans_a, lda, b, trans_b, ldb, out, bounds[p], bounds[p + 1])
+
+
+@nb.njit(nogil=True, cache=True)
+def gemm_rows(address, ints, a, trans_a, lda, b, trans_b, ldb, out):
+    """gemm_rows_in_pieces in one piece, on this thread (the same call, without waking numba's pool)."""
+    _rows_piece(address, np.empty_like(ints), a, trans_a, lda, b, trans_b, ldb, out, 0, out.shape[0])
+
+
+@nb.njit(nogil=True, cache=True, inline="always")
+def _rows_bias_piece(address, cell, a, trans_a, lda, b, trans_b, ldb, bias, out, first, last, block):
+    """out[first:last] = a[first:last] @ b + bias, `block` rows at a time."""
+    k, n = b.shape[0], out.shape[1]
+    row_step = np.uint64((1 if trans_a else lda) * a.itemsize)
+    one, zero = a.dtype.type(1.0), a.dtype.type(0.0)
+    for lo in range(first, last, block):
+        hi = min(lo + block, last)
+        _call_at(address, (_ROW_MAJOR, _flag(trans_a), _flag(trans_b), _as(hi - lo, cell), _as(n, cell),
+                           _as(k, cell), one, a.ctypes.data + np.uint64(lo) * row_step, _as(lda, cell),
+                           b.ctypes.data, _as(ldb, cell), zero, out[lo:].ctypes.data, _as(n, cell)))
+        for i in range(lo, hi):
+            row = out[i]
+            for j in range(n):
+                row[j] = row[j] + bias[j]
 
 
 @nb.njit(parallel=True, nogil=True, cache=True)
@@ -121,20 +148,27 @@ def gemm_rows_bias_in_pieces(address, ints, a, trans_a, lda, b, trans_b, ldb, bi
     """out[lo:hi] = a[lo:hi] @ b + bias for each piece [lo, hi) of `bounds`, side by side, as
     gemm_rows_in_pieces with the bias added to each `block` of rows right after its product, while the
     block is in cache: each element the product's value plus the bias, rounded once as an add rounds."""
-    k, n = b.shape[0], out.shape[1]
-    row_step = np.uint64((1 if trans_a else lda) * a.itemsize)
-    one, zero = a.dtype.type(1.0), a.dtype.type(0.0)
     for p in nb.prange(bounds.shape[0] - 1):
-        cell = np.empty_like(ints)
-        for lo in range(bounds[p], bounds[p + 1], block):
-            hi = min(lo + block, bounds[p + 1])
-            _call_at(address, (_ROW_MAJOR, _flag(trans_a), _flag(trans_b), _as(hi - lo, cell), _as(n, cell),
-                               _as(k, cell), one, a.ctypes.data + np.uint64(lo) * row_step, _as(lda, cell),
-                               b.ctypes.data, _as(ldb, cell), zero, out[lo:].ctypes.data, _as(n, cell)))
-            for i in range(lo, hi):
-                row = out[i]
-                for j in range(n):
-                    row[j] = row[j] + bias[j]
+        _rows_bias_piece(address, np.empty_like(ints), a, trans_a, lda, b, trans_b, ldb, bias, out, bounds[p],
+                         bounds[p + 1], block)
+
+
+@nb.njit(nogil=True, cache=True)
+def gemm_rows_bias(address, ints, a, trans_a, lda, b, trans_b, ldb, bias, out, block):
+    """gemm_rows_bias_in_pieces in one piece, on this thread."""
+    _rows_bias_piece(address, np.empty_like(ints), a, trans_a, lda, b, trans_b, ldb, bias, out, 0, out.shape[0],
+                     block)
+
+
+@nb.njit(nogil=True, cache=True, inline="always")
+def _batches_piece(address, cell, unit, m, n, k, a, a_offsets, trans_a, lda, b, b_offsets, trans_b, ldb, out,
+                   out_offsets, ldc, first, last):
+    """C_i = A_i @ B_i for first <= i < last, one library call each."""
+    one, zero = unit[0], unit[0] - unit[0]
+    for i in range(first, last):
+        _call_at(address, (_ROW_MAJOR, _flag(trans_a), _flag(trans_b), _as(m, cell), _as(n, cell), _as(k, cell),
+                           one, a + np.uint64(a_offsets[i]), _as(lda, cell), b + np.uint64(b_offsets[i]),
+                           _as(ldb, cell), zero, out + np.uint64(out_offsets[i]), _as(ldc, cell)))
 
 
 @nb.njit(parallel=True, nogil=True, cache=True)
@@ -146,13 +180,17 @@ def gemm_batches_in_pieces(address, ints, unit, m, n, k, a, a_offsets, trans_a, 
     array holding 1 in the products' dtype; sizes, leading dimensions and addresses Python ints, the
     transposes bools (converted here: a NumPy scalar argument costs dispatch time each; bench/RESULTS.md,
     'Figures behind the code's choices')."""
-    one, zero = unit[0], unit[0] - unit[0]
     for p in nb.prange(bounds.shape[0] - 1):
-        cell = np.empty_like(ints)
-        for i in range(bounds[p], bounds[p + 1]):
-            _call_at(address, (_ROW_MAJOR, _flag(trans_a), _flag(trans_b), _as(m, cell), _as(n, cell), _as(k, cell),
-                               one, a + np.uint64(a_offsets[i]), _as(lda, cell), b + np.uint64(b_offsets[i]),
-                               _as(ldb, cell), zero, out + np.uint64(out_offsets[i]), _as(ldc, cell)))
+        _batches_piece(address, np.empty_like(ints), unit, m, n, k, a, a_offsets, trans_a, lda, b, b_offsets,
+                       trans_b, ldb, out, out_offsets, ldc, bounds[p], bounds[p + 1])
+
+
+@nb.njit(nogil=True, cache=True)
+def gemm_batches(address, ints, unit, m, n, k, a, a_offsets, trans_a, lda, b, b_offsets, trans_b, ldb, out,
+                 out_offsets, ldc):
+    """gemm_batches_in_pieces in one piece, on this thread."""
+    _batches_piece(address, np.empty_like(ints), unit, m, n, k, a, a_offsets, trans_a, lda, b, b_offsets, trans_b,
+                   ldb, out, out_offsets, ldc, 0, a_offsets.shape[0])
 
 
 @nb.njit(nogil=True, cache=True)
@@ -206,7 +244,12 @@ def matmul_rows(a, b, out, bounds, library):
     address, int_type = library
     a, trans_a, lda = layout(a)
     b, trans_b, ldb = layout(b)
-    gemm_rows_in_pieces(address, _cell(int_type), a, trans_a, lda, b, trans_b, ldb, out, bounds)
+    # One piece runs on this thread, not through numba's pool: entering the pool wakes its threads, and
+    # where several processes share the cores (ranks under mpiexec) their spinning costs each a time slice.
+    if bounds.shape[0] == 2:
+        gemm_rows(address, _cell(int_type), a, trans_a, lda, b, trans_b, ldb, out)
+    else:
+        gemm_rows_in_pieces(address, _cell(int_type), a, trans_a, lda, b, trans_b, ldb, out, bounds)
     return out
 
 
@@ -222,8 +265,11 @@ def matmul_rows_bias(a, b, bias, out, bounds, library):
     address, int_type = library
     a, trans_a, lda = layout(a)
     b, trans_b, ldb = layout(b)
-    gemm_rows_bias_in_pieces(address, _cell(int_type), a, trans_a, lda, b, trans_b, ldb, bias, out, bounds,
-                             BIAS_BLOCK_ROWS)
+    if bounds.shape[0] == 2:
+        gemm_rows_bias(address, _cell(int_type), a, trans_a, lda, b, trans_b, ldb, bias, out, BIAS_BLOCK_ROWS)
+    else:
+        gemm_rows_bias_in_pieces(address, _cell(int_type), a, trans_a, lda, b, trans_b, ldb, bias, out, bounds,
+                                 BIAS_BLOCK_ROWS)
     return out
 
 
@@ -242,9 +288,12 @@ def matmul_batches(a, b, out, bounds, library):
     ldc = max(out.strides[-2] // unit, n, 1)
     a, trans_a, lda = layout(a)
     b, trans_b, ldb = layout(b)
-    gemm_batches_in_pieces(address, _cell(int_type), _unit(out.dtype), m, n, a.shape[-1], a.ctypes.data,
-                           batch_offsets(a), trans_a, lda, b.ctypes.data, batch_offsets(b), trans_b, ldb,
-                           out.ctypes.data, batch_offsets(out), ldc, bounds)
+    args = (address, _cell(int_type), _unit(out.dtype), m, n, a.shape[-1], a.ctypes.data, batch_offsets(a), trans_a,
+            lda, b.ctypes.data, batch_offsets(b), trans_b, ldb, out.ctypes.data, batch_offsets(out), ldc)
+    if bounds.shape[0] == 2:
+        gemm_batches(*args)
+    else:
+        gemm_batches_in_pieces(*args, bounds)
     return out
 
 
