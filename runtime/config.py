@@ -136,7 +136,8 @@ VARIABLES = (
     Variable("LAZYTENSOR_REPLAY", "`1`, `0`", True, "`1`",
              "`0` turns off replaying repeated CPU realizations (an eager training step's) from a recorded "
              "plan, and repeated backward passes from a recording", _switch),
-    Variable("LAZYTENSOR_NUM_THREADS", "a positive integer", None, "`OMP_NUM_THREADS`, else all cores",
+    Variable("LAZYTENSOR_NUM_THREADS", "a positive integer", None,
+             "`OMP_NUM_THREADS`, else all cores (divided among the ranks mpiexec started on the machine)",
              "CPU threads for host kernels (`lt.set_num_threads` overrides)", _count(1)),
     Variable("LAZYTENSOR_CUDA_DRIVER", "`auto`, `pycuda`, `cuda-bindings`, `emulated`", "auto", "`auto`",
              "the CUDA binding; `emulated` runs the kernels as C on the CPU (tests only)",
