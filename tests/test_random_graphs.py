@@ -1,6 +1,6 @@
 """Hypothesis builds random expression graphs (depth up to 20) and compares them with NumPy."""
 import numpy as np
-from hypothesis import given, strategies as st
+from hypothesis import example, given, strategies as st
 
 import lazytensor as lt
 
@@ -44,36 +44,51 @@ def programs(draw):
 
 
 def _run(shapes, steps, seed):
+    """[(tensor, NumPy's value along the same chain, NumPy's value of the step from given values of its
+    inputs: a function of the list of every entry's value, None for an input)]."""
     rng = np.random.default_rng(seed)
     arrays = [rng.uniform(-2, 2, size=s) for s in shapes]
-    pool = [(lt.tensor(a), a) for a in arrays]
+    pool = [(lt.tensor(a), a, None) for a in arrays]
     for step in steps:
-        t, a = pool[-1]
+        k = len(pool) - 1
+        t, a, _ = pool[k]
         if step[0] == "unary":
             f, g = UNARY[step[1]]
-            pool.append((f(t), g(a)))
+            pool.append((f(t), g(a), lambda values, g=g, k=k: g(values[k])))
         elif step[0] == "binary":
-            ot, oa = pool[step[2] % len(pool)]
+            j = step[2] % len(pool)
+            ot, oa, _ = pool[j]
             f, g = BINARY[step[1]]
-            pool.append((f(t, ot), g(a, oa)))
+            pool.append((f(t, ot), g(a, oa), lambda values, g=g, k=k, j=j: g(values[k], values[j])))
         elif a.ndim:
             axis = step[2] % a.ndim
             if step[1] == "amax" and a.shape[axis] == 0:
                 continue
             t = getattr(lt, step[1])(t, dim=axis, keepdim=True)
+            reduce = REDUCE[step[1]]
             with np.errstate(all="ignore"):
-                pool.append((t, REDUCE[step[1]](a, axis=axis, keepdims=True)))
+                pool.append((t, reduce(a, axis=axis, keepdims=True),
+                             lambda values, r=reduce, k=k, axis=axis: r(values[k], axis=axis, keepdims=True)))
     return pool
 
 
 @given(programs())
+# (libm's tanh is one unit below NumPy's here: on the emulated CUDA driver (tanh(|x|) - x) + x then exceeds
+# tanh(|x|) and the `where` picks the other side, which NumPy's own chain would not)
+@example(([()], [("unary", "abs"), ("unary", "tanh"), ("binary", "sub", 0), ("binary", "add", 0),
+              ("binary", "where", 2)], 569108))
 def test_random_graphs_match_numpy(program):
+    """Every node of the realized graph against NumPy's op applied to the values lazytensor computed for
+    its inputs: a transcendental may differ in the last unit between backends (docs/NUMERICS.md), and a
+    comparison downstream of one (a `where` of two nearly equal values) may then decide the other way, so
+    the check is per node, not along NumPy's own chain."""
     pool = _run(*program)
     lt.reset_counters()
-    results = [t for t, _ in pool]
-    got = [np.asarray(t) for t in results]
-    for g, (_, want) in zip(got, pool):
-        assert g.shape == want.shape
+    got = [np.asarray(t) for t, _, _ in pool]  # read together: the whole graph realized at once
+    for g, (_, chained, local) in zip(got, pool):
+        assert g.shape == chained.shape
+        with np.errstate(all="ignore"):
+            want = chained if local is None else np.asarray(local(got))
         scale = max(1.0, float(np.nanmax(np.abs(want)))) if want.size and np.isfinite(want).any() else 1.0
         np.testing.assert_allclose(g, want, rtol=1e-9, atol=1e-9 * scale)
 
