@@ -130,5 +130,5 @@ def test_planning_on_a_kernel_compiling_device_leaves_no_launches_behind(cuda_de
 
 @given(programs())
 def test_random_graphs_run_as_planned(program):
-    results = [t for t, _ in _run_program(*program)]
+    results = [t for t, _, _ in _run_program(*program)]
     _check_plan_against_run(results)
