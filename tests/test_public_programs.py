@@ -355,24 +355,36 @@ def _tiny_cora(folder, nodes=60, features=12, classes=3, edges=150):
             f.write(f"{a}\t{b}\n")
 
 
-def test_gcn_trains_like_pytorch_on_sparse_adjacency(torch, tmp_path, capsys):
+def _graph_network_printout(torch, tmp_path, capsys, files, removed, make, lr, seed, then_test=False):
+    """Per framework, what the program's own `train_iter` printed over 8 epochs (every 2nd) on a tiny Cora
+    from PyTorch's initial weights (`make(program)` builds the model), then `test` on every node when
+    asked; with the program's loaded (features, labels, adjacency) of the last framework run."""
     _tiny_cora(tmp_path)
-    order = np.random.default_rng(3).permutation(60)
+    order = np.random.default_rng(seed).permutation(60)
     printed, weights = {}, C.Weights()
     for fw in ("torch", "lazytensor"):
         framework = torch if fw == "torch" else lt
-        program = P.load(fw, GCN, GCN_REMOVED)["main"]
-        features, labels, adj = program.load_cora(path=str(tmp_path))
-        assert features.is_sparse and adj.is_sparse and tuple(features.shape) == (60, 12)
-        gcn = program.GCN(12, 8, 3, True, 0.0)
-        C.same_weights(torch, weights, fw, gcn)
-        optimizer = program.Adam(gcn.parameters(), lr=0.05, weight_decay=5e-4)
+        program = P.load(fw, files, removed)["main"]
+        features, labels, adj = data = program.load_cora(path=str(tmp_path))
+        model = make(program)
+        C.same_weights(torch, weights, fw, model)
+        optimizer = program.Adam(model.parameters(), lr=lr, weight_decay=5e-4)
         criterion = program.nn.NLLLoss()
         idx = framework.tensor(order)
         capsys.readouterr()
         for epoch in range(1, 9):  # the program's own training iteration, printing every 2nd epoch
-            program.train_iter(epoch, gcn, optimizer, criterion, (features, adj), labels, idx[20:], idx[:20], 2)
+            program.train_iter(epoch, model, optimizer, criterion, (features, adj), labels, idx[20:], idx[:20], 2)
         printed[fw] = capsys.readouterr().out
+        if then_test:
+            printed[fw] += "loss_test: %.4f acc_test: %.4f" % program.test(model, criterion, (features, adj), labels,
+                                                                          idx)
+    return printed, data
+
+
+def test_gcn_trains_like_pytorch_on_sparse_adjacency(torch, tmp_path, capsys):
+    printed, (features, _, adj) = _graph_network_printout(torch, tmp_path, capsys, GCN, GCN_REMOVED,
+                                                          lambda program: program.GCN(12, 8, 3, True, 0.0), 0.05, 3)
+    assert features.is_sparse and adj.is_sparse and tuple(features.shape) == (60, 12)
     values = {fw: [float(v) for v in re.findall(r"loss_\w+: ([0-9.]+)", text)] for fw, text in printed.items()}
     assert len(values["lazytensor"]) == len(values["torch"]) == 8
     np.testing.assert_allclose(values["lazytensor"], values["torch"], atol=1.01e-4)  # printed to 4 decimals
@@ -384,24 +396,11 @@ GAT_REMOVED = {"main": ["import requests"]}  # (the dataset download, in its __m
 
 
 def test_gat_trains_like_pytorch_with_masked_attention(torch, tmp_path, capsys):
-    _tiny_cora(tmp_path)
-    order = np.random.default_rng(5).permutation(60)
-    printed, weights = {}, C.Weights()
-    for fw in ("torch", "lazytensor"):
-        framework = torch if fw == "torch" else lt
-        program = P.load(fw, GAT, GAT_REMOVED)["main"]
-        features, labels, adj = program.load_cora(path=str(tmp_path))
-        assert tuple(features.shape) == (60, 12) and tuple(adj.shape) == (60, 60)
-        gat = program.GAT(in_features=12, n_hidden=8, n_heads=2, num_classes=3, concat=False, dropout=0.0)
-        C.same_weights(torch, weights, fw, gat)
-        optimizer = program.Adam(gat.parameters(), lr=0.01, weight_decay=5e-4)
-        criterion = program.nn.NLLLoss()
-        idx = framework.tensor(order)
-        capsys.readouterr()
-        for epoch in range(1, 9):  # the program's own training iteration, printing every 2nd epoch
-            program.train_iter(epoch, gat, optimizer, criterion, (features, adj), labels, idx[20:], idx[:20], 2)
-        printed[fw] = capsys.readouterr().out
-        printed[fw] += "loss_test: %.4f acc_test: %.4f" % program.test(gat, criterion, (features, adj), labels, idx)
+    def make(program):
+        return program.GAT(in_features=12, n_hidden=8, n_heads=2, num_classes=3, concat=False, dropout=0.0)
+    printed, (features, _, adj) = _graph_network_printout(torch, tmp_path, capsys, GAT, GAT_REMOVED, make, 0.01, 5,
+                                                          then_test=True)
+    assert tuple(features.shape) == (60, 12) and tuple(adj.shape) == (60, 60)
     values = {fw: [float(v) for v in re.findall(r"(?:loss|acc)_\w+: ([0-9.]+)", text)] for fw, text in printed.items()}
     assert len(values["lazytensor"]) == len(values["torch"]) == 4 * 4 + 2
     np.testing.assert_allclose(values["lazytensor"], values["torch"], atol=1.01e-4)  # printed to 4 decimals
