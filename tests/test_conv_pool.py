@@ -275,3 +275,39 @@ def test_conv3d_module_has_pytorchs_parameters_and_repr(torch):
     assert repr(ours) == repr(theirs) and ours.weight.shape == tuple(theirs.weight.shape) and ours.bias is None
     with pytest.raises(ValueError, match="conv3d: the input's depth 2"):
         lt.nn.Conv3d(2, 4, (3, 1, 1))(lt.ones(1, 2, 2, 4, 4))
+
+
+POOL3D = [  # (input shape, kwargs)
+    ((2, 3, 5, 6, 7), dict(kernel_size=2)),
+    ((1, 2, 7, 6, 6), dict(kernel_size=(3, 2, 3), stride=(2, 1, 2), padding=(1, 1, 0))),
+    ((2, 6, 5, 5), dict(kernel_size=3, stride=1, padding=1)),  # unbatched input
+]
+
+
+@pytest.mark.parametrize("shapes", POOL3D, ids=range(len(POOL3D)))
+def test_max_pool3d_matches_pytorch_in_value_and_gradient(torch, shapes):
+    xs, kw = shapes
+    _check(torch, lambda x: F.max_pool3d(x, **kw), lambda x: torch.nn.functional.max_pool3d(x, **kw),
+           R.standard_normal(xs))
+
+
+def test_max_pool3d_with_dilation_matches_pytorch(torch):
+    kw = dict(kernel_size=2, stride=1, dilation=(2, 1, 2))
+    _check(torch, lambda x: F.max_pool3d(x, **kw), lambda x: torch.nn.functional.max_pool3d(x, **kw),
+           R.standard_normal((1, 2, 6, 5, 6)))
+
+
+@pytest.mark.parametrize("shapes", POOL3D, ids=range(len(POOL3D)))
+def test_avg_pool3d_matches_pytorch_in_value_and_gradient(torch, shapes):
+    xs, kw = shapes
+    _check(torch, lambda x: F.avg_pool3d(x, **kw), lambda x: torch.nn.functional.avg_pool3d(x, **kw),
+           R.standard_normal(xs), rtol=1e-12)
+
+
+def test_3d_pooling_modules_print_and_pool_as_pytorch(torch):
+    x = R.standard_normal((1, 2, 4, 4, 4))
+    for name, kw in (("MaxPool3d", dict(kernel_size=2)), ("AvgPool3d", dict(kernel_size=2, stride=1))):
+        ours, theirs = getattr(lt.nn, name)(**kw), getattr(torch.nn, name)(**kw)
+        np.testing.assert_allclose(ours(lt.tensor(x)).numpy(), theirs(torch.tensor(x)).numpy(), rtol=1e-12)
+    with pytest.raises(ValueError, match="max_pool3d: the input's depth 1"):
+        F.max_pool3d(lt.ones(1, 1, 1, 4, 4), 2)

@@ -4,8 +4,8 @@ from .activation_layers import (CELU, ELU, GELU, GLU, SELU, Flatten, Hardsigmoid
                                 LeakyReLU, LogSigmoid, LogSoftmax, Mish, PReLU, ReLU, ReLU6, Sigmoid, SiLU, Softmax,
                                 Softmin, Softplus, Softsign, Tanh, Tanhshrink, Threshold, Unflatten)
 from .attention import MultiheadAttention
-from .conv_layers import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, Conv1d,
-                          Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, MaxPool1d, MaxPool2d)
+from .conv_layers import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, AvgPool3d,
+                          Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, MaxPool1d, MaxPool2d, MaxPool3d)
 from .layers import (Dropout, Embedding, LayerNorm, Linear, ModuleDict, ModuleList, ParameterDict, ParameterList,
                      RMSNorm, Sequential)
 from .loss_layers import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss,

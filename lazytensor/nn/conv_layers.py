@@ -152,9 +152,13 @@ MaxPool1d = _pool("MaxPool1d", W.max_pool1d, "Maxima of windows along the last a
                   stride=None, padding=0, dilation=1)
 MaxPool2d = _pool("MaxPool2d", W.max_pool2d, "Maxima of 2-D windows.", kernel_size=None, stride=None, padding=0,
                   dilation=1, ceil_mode=False, return_indices=False)
+MaxPool3d = _pool("MaxPool3d", W.max_pool3d, "Maxima of 3-D windows.", kernel_size=None, stride=None, padding=0,
+                  dilation=1, ceil_mode=False, return_indices=False)
 AvgPool1d = _pool("AvgPool1d", W.avg_pool1d, "Means of windows along the last axis.", kernel_size=None,
                   stride=None, padding=0)
 AvgPool2d = _pool("AvgPool2d", W.avg_pool2d, "Means of 2-D windows.", kernel_size=None, stride=None, padding=0,
+                  ceil_mode=False, count_include_pad=True, divisor_override=None)
+AvgPool3d = _pool("AvgPool3d", W.avg_pool3d, "Means of 3-D windows.", kernel_size=None, stride=None, padding=0,
                   ceil_mode=False, count_include_pad=True, divisor_override=None)
 AdaptiveAvgPool1d = _pool("AdaptiveAvgPool1d", W.adaptive_avg_pool1d, "Means over adaptive windows.",
                           output_size=None)

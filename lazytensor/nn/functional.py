@@ -14,7 +14,8 @@ from . import losses as _losses
 from .losses import (binary_cross_entropy, binary_cross_entropy_with_logits, huber_loss, kl_div,  # noqa: F401
                      l1_loss, mse_loss, nll_loss, smooth_l1_loss)
 from .windows import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool2d, avg_pool1d,  # noqa: F401
-                      avg_pool2d, conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, max_pool1d, max_pool2d)
+                      avg_pool2d, avg_pool3d, conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, max_pool1d,
+                      max_pool2d, max_pool3d)
 from .normalization import batch_norm, group_norm, instance_norm  # noqa: F401
 from .vision import (dropout1d, dropout2d, dropout3d, interpolate, pad_by_index, pixel_shuffle,  # noqa: F401
                      pixel_unshuffle)
@@ -214,8 +215,9 @@ def normalize(x, p=2.0, dim=1, eps=1e-12):
 __all__ = ["linear", "embedding", "gelu", "layer_norm", "dropout", "cross_entropy", "softmax", "log_softmax",
            "scaled_dot_product_attention", "relu", "sigmoid", "tanh", "silu", "softplus", "one_hot", "normalize",
            "pad", "mse_loss", "nll_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "binary_cross_entropy",
-           "binary_cross_entropy_with_logits", "conv1d", "conv2d", "conv3d", "max_pool1d", "max_pool2d", "avg_pool1d",
-           "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool2d", "celu", "elu", "glu",
+           "binary_cross_entropy_with_logits", "conv1d", "conv2d", "conv3d", "max_pool1d", "max_pool2d", "max_pool3d",
+           "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
+           "adaptive_max_pool2d", "celu", "elu", "glu",
            "hardsigmoid", "hardswish", "hardtanh", "leaky_relu", "logsigmoid", "mish", "relu6", "selu", "softmin",
            "softsign", "tanhshrink", "threshold", "batch_norm", "group_norm", "instance_norm", "dropout1d",
            "dropout2d", "dropout3d", "interpolate",

@@ -1,13 +1,14 @@
-"""Convolution and pooling over windows (F.conv1d/2d/3d, max/avg/adaptive pooling): one `im2col` node
-gathers the windows (kernels/reference/window.py), then `conv_product` (one product per group over every
-image) or a reduction over them. A convolution's input gradient is one `conv_input_grad` node, its
+"""Convolution and pooling over windows (F.conv1d/2d/3d, max/avg pooling in one to three dimensions,
+adaptive pooling): one `im2col` node gathers the windows (kernels/reference/window.py), then `conv_product`
+(one product per group over every image) or a reduction over them; the 3-D forms run the 2-D ones per depth
+offset of the window, every output depth at once. A convolution's input gradient is one `conv_input_grad` node, its
 weight's one product with the windows (lazytensor/autograd.py); a pooling's goes through `col2im`."""
 import math
 
 import numpy as np
 
 from .. import amp as _amp, creation
-from ..shape_ops import cat
+from ..shape_ops import cat, stack
 from ..tensor import Tensor
 
 
@@ -95,6 +96,38 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return out.squeeze(2)
 
 
+def _depth_out(name, depth, padding, dilation, kernel, stride):
+    """The output depth of a 3-D window op; ValueError naming `name` when the kernel does not fit."""
+    out = (depth + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+    if out < 1:
+        raise ValueError(f"{name}: the input's depth {depth} (padded by {padding}) is smaller than the kernel's "
+                         f"{kernel} (dilation {dilation})")
+    return out
+
+
+def _padded_depth(x, padding, value):
+    """(N, C, D, H, W) `x` with `padding` planes of `value` before and after along the depth."""
+    if not padding:
+        return x
+    N, C, _, H, Wd = x.shape
+    edge = creation.full((N, C, padding, H, Wd), value, dtype=x.dtype)
+    return cat([edge, x, edge], 2)
+
+
+def _depth_planes(x, offset, dilation, stride, depth_out):
+    """The planes a 3-D window's depth offset `offset` reads for every output depth, as a (N * Do, C, H, W)
+    batch of images (x is (N, C, D, H, W), padded)."""
+    N, C, _, H, Wd = x.shape
+    first = offset * dilation
+    planes = x[:, :, first:first + stride * (depth_out - 1) + 1:stride]
+    return planes.permute(0, 2, 1, 3, 4).reshape(N * depth_out, C, H, Wd)
+
+
+def _from_planes(out, N, depth_out):
+    """A (N * Do, C, Ho, Wo) result of _depth_planes' images as (N, C, Do, Ho, Wo)."""
+    return out.reshape(N, depth_out, *out.shape[1:]).permute(0, 2, 1, 3, 4)
+
+
 def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """PyTorch's F.conv3d: (N, C, D, H, W) (or unbatched) with weight (O, C/groups, kd, kh, kw): for each
     depth offset of the kernel, one conv2d over every output depth at once (the depths folded into the
@@ -108,25 +141,18 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         input, weight, bias = _amp.lower(input, weight, bias)
     stride, dilation = pair(stride, "conv3d: stride", 3), pair(dilation, "conv3d: dilation", 3)
     padding = _padding(padding, weight.shape[2:], dilation, stride, "conv3d")
-    N, C, D, H, Wd = input.shape
-    O, kd = weight.shape[0], weight.shape[2]
     if min(stride + dilation) < 1 or min(padding) < 0:
         raise ValueError(f"conv3d: stride and dilation must be positive and padding non-negative, got stride "
                          f"{stride}, padding {padding}, dilation {dilation}")
-    if padding[0]:
-        zeros = creation.zeros(N, C, padding[0], H, Wd, dtype=input.dtype)
-        input = cat([zeros, input, zeros], 2)
-    (sd, *s2), (dd, *d2) = stride, dilation
-    Do = (D + 2 * padding[0] - dd * (kd - 1) - 1) // sd + 1
-    if Do < 1:
-        raise ValueError(f"conv3d: the input's depth {D} (padded by {padding[0]}) is smaller than the kernel's "
-                         f"{kd} (dilation {dd})")
+    N, O, kd = input.shape[0], weight.shape[0], weight.shape[2]
+    Do = _depth_out("conv3d", input.shape[2], padding[0], dilation[0], kd, stride[0])
+    x = _padded_depth(input, padding[0], 0.0)
     out = None
     for k in range(kd):
-        planes = input[:, :, k * dd:k * dd + sd * (Do - 1) + 1:sd].permute(0, 2, 1, 3, 4).reshape(N * Do, C, H, Wd)
-        part = conv2d(planes, weight[:, :, k], None, tuple(s2), padding[1:], tuple(d2), groups, _name="conv3d")
+        part = conv2d(_depth_planes(x, k, dilation[0], stride[0], Do), weight[:, :, k], None, stride[1:],
+                      padding[1:], dilation[1:], groups, _name="conv3d")
         out = part if out is None else out + part
-    out = out.reshape(N, Do, O, *out.shape[2:]).permute(0, 2, 1, 3, 4)
+    out = _from_planes(out, N, Do)
     return out if bias is None else out + bias.reshape(O, 1, 1, 1)
 
 
@@ -220,6 +246,45 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
         total = windows(x, kernel, stride, padding, dilation, name=_name).sum(dim=(1, 2)).permute(1, 0, 2, 3)
         return total / float(divisor_override or kernel[0] * kernel[1])
     return _batched(pool, input, 4)
+
+
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """PyTorch's F.max_pool3d over (N, C, D, H, W) (or unbatched): a max_pool2d per depth offset of the
+    window, then the largest of those (the first, in the window's depth, height, width order, for
+    gradients, as PyTorch picks)."""
+    if ceil_mode or return_indices:
+        raise NotImplementedError("max_pool3d: ceil_mode and return_indices are not supported")
+    kernel, stride, padding, dilation = _pool_args("max_pool3d", kernel_size, stride, padding, dilation, 3)
+
+    def pool(x):
+        N = x.shape[0]
+        Do = _depth_out("max_pool3d", x.shape[2], padding[0], dilation[0], kernel[0], stride[0])
+        x = _padded_depth(x, padding[0], -math.inf)
+        maxima = stack([max_pool2d(_depth_planes(x, k, dilation[0], stride[0], Do), kernel[1:], stride[1:],
+                                   padding[1:], dilation[1:], _name="max_pool3d") for k in range(kernel[0])], 0)
+        return _from_planes(maxima.gather(0, maxima.argmax(dim=0, keepdim=True)).squeeze(0), N, Do)
+    return _batched(pool, input, 5)
+
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """PyTorch's F.avg_pool3d over (N, C, D, H, W) (or unbatched): the windows' sums per depth offset
+    (avg_pool2d's), added, over the window's size (padding counted as zeros, PyTorch's default)."""
+    if ceil_mode or not count_include_pad:
+        raise NotImplementedError("avg_pool3d: ceil_mode and count_include_pad=False are not supported")
+    kernel, stride, padding, _ = _pool_args("avg_pool3d", kernel_size, stride, padding, 1, 3)
+
+    def pool(x):
+        N = x.shape[0]
+        Do = _depth_out("avg_pool3d", x.shape[2], padding[0], 1, kernel[0], stride[0])
+        x = _padded_depth(x, padding[0], 0.0)
+        total = None
+        for k in range(kernel[0]):
+            part = avg_pool2d(_depth_planes(x, k, 1, stride[0], Do), kernel[1:], stride[1:], padding[1:],
+                              divisor_override=1, _name="avg_pool3d")
+            total = part if total is None else total + part
+        return _from_planes(total, N, Do) / float(divisor_override or math.prod(kernel))
+    return _batched(pool, input, 5)
 
 
 def _as_1d(pool2d, name):
