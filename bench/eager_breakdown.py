@@ -107,7 +107,6 @@ def breakdown(kind="user", config="tiny", steps=100, warmup=10):
     the realizations replayed (lists, one per step; on the host backends every kernel is one launch
     call, a replayed one's prepared call included)."""
     lt.set_device("cpu")  # the host backends' launches are the ones timed
-    lt.tune_host_malloc()  # as `lazytensor train` and bench/train_step.py do
     clock = _Clock()
     _instrument(clock)
     model, opt, clip_params, batches = _model(kind, config)

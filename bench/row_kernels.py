@@ -7,8 +7,7 @@ lazytensor: softmax, its gradient, layer norm (no affine part, as the node is) a
 are launched on the numba backend as the compiled step launches them (`NumbaBackend.launch` of the
 node: the kernel and its row preparation); GELU forward is `F.gelu(x)` realized (one fused kernel, plus
 ~20-50 us of graph building and scheduling), its gradient `x.grad` after `F.gelu(x).backward(g)`
-(one fused kernel from x and g; the forward is not realized: nothing reads it), after
-`lt.tune_host_malloc()` as a training run calls it. PyTorch: `softmax`,
+(one fused kernel from x and g; the forward is not realized: nothing reads it). PyTorch: `softmax`,
 `_softmax_backward_data`, `layer_norm` without weight, `native_layer_norm_backward` for the input
 gradient alone, `gelu`, `gelu_backward`. Processes alternate (lazytensor, PyTorch, ...) for `rounds`
 rounds; each process times every case `calls` times after 3 warm-up calls and reports the median; the
@@ -40,7 +39,6 @@ def _lazytensor_cases(arrays):
     import lazytensor.nn.functional as F
     from lazytensor.runtime.backends.numba_backend import NumbaBackend
     from lazytensor.runtime.graph import Node
-    lt.tune_host_malloc()  # as `lazytensor train` and bench/train_step.py do: results reuse freed pages
     backend = NumbaBackend()
 
     def node(op, x, **attrs):

@@ -23,8 +23,6 @@ import io, json, sys
 import lazytensor as lt
 from lazytensor_train.train import TrainConfig, run
 
-lt.tune_host_malloc()  # as `lazytensor train` does
-
 steps, every, device, budget = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 samples = []
 

@@ -11,9 +11,12 @@ first warm-up step compiles, which takes a minute or more: give it --warmup 3 at
     python bench/train_step.py [--models cli user] [--configs tiny small] [--threads 1 2]
                                [--rounds 5] [--steps 6] [--warmup 3]
 
-Two models: `cli`, the GPT that `lazytensor train` trains (tied head; its PyTorch twin is
-tests/torch_gpt.py), and `user`, tests/user_gpt.py: one nanoGPT source written the way PyTorch users
-write it, run unchanged on both frameworks. PyTorch is never imported into a lazytensor process nor the
+Three models: `cli`, the GPT that `lazytensor train` trains (tied head; its PyTorch twin is
+tests/torch_gpt.py); `user`, tests/user_gpt.py: one nanoGPT source written the way PyTorch users
+write it, run unchanged on both frameworks, its attention by hand; and `nanogpt`, the same source with
+its attention as nanoGPT writes it, `F.scaled_dot_product_attention(q, k, v, is_causal=True)` (PyTorch's
+fused attention kernel). The lazytensor processes make no tuning call (no `lt.tune_host_malloc()`):
+they run as a user's script does. PyTorch is never imported into a lazytensor process nor the
 reverse (both change process-wide state: thread pools, malloc). For each model, config and thread
 count, the processes alternate (lazytensor, PyTorch, lazytensor, ...) for `rounds` rounds; each
 process warms up, then times `steps` steps one by one and reports their median. The table gives the
@@ -54,7 +57,7 @@ def prepare(model_kind, config, steps, path):
         sys.path.insert(0, TESTS)
         import user_gpt
         sizes = dict(user_gpt.SIZES[config], vocab_size=data.vocab_size)
-        gpt, _, _ = user_gpt.make(lt)
+        gpt, _, _ = user_gpt.make(lt, flash=model_kind == "nanogpt")
         model = gpt(data.vocab_size, sizes["n_layer"], sizes["n_head"], sizes["n_embd"], sizes["block_size"])
     batches = [data.batch("train", sizes["batch_size"], sizes["block_size"]) for _ in range(steps)]
     arrays = {f"param/{name}": t.numpy() for name, t in model.state_dict().items()}
@@ -65,7 +68,6 @@ def prepare(model_kind, config, steps, path):
 
 def _lazytensor_step(model_kind, sizes, weights, compiled):
     import lazytensor as lt
-    lt.tune_host_malloc()  # as `lazytensor train` does
     wrap = lt.jit if compiled else (lambda fn: fn)
     if model_kind == "cli":
         from lazytensor_train.models import GPT, GPTConfig
@@ -80,7 +82,7 @@ def _lazytensor_step(model_kind, sizes, weights, compiled):
         step = wrap(train_step)
         return lambda x, y: step(model, opt, params, lt.tensor(x), lt.tensor(y), 1.0).item()
     import user_gpt
-    gpt, optimizer, step = user_gpt.make(lt)
+    gpt, optimizer, step = user_gpt.make(lt, flash=model_kind == "nanogpt")
     model = gpt(sizes["vocab_size"], sizes["n_layer"], sizes["n_head"], sizes["n_embd"], sizes["block_size"])
     model.load_state_dict(weights)
     opt = optimizer(model)
@@ -114,7 +116,7 @@ def _pytorch_step(model_kind, sizes, weights, threads, inductor=False):
             return loss.item()
         return step
     import user_gpt
-    gpt, optimizer, step = user_gpt.make(torch)
+    gpt, optimizer, step = user_gpt.make(torch, flash=model_kind == "nanogpt")
     eager_model = gpt(sizes["vocab_size"], sizes["n_layer"], sizes["n_head"], sizes["n_embd"], sizes["block_size"])
     eager_model.load_state_dict(tensors)
     opt = optimizer(eager_model)
@@ -160,7 +162,8 @@ def _row(per_process):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", nargs="+", default=["cli", "user"], choices=["cli", "user"])
+    ap.add_argument("--models", nargs="+", default=["cli", "user", "nanogpt"],
+                    choices=["cli", "user", "nanogpt"])
     ap.add_argument("--configs", nargs="+", default=["tiny", "small"])
     ap.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     ap.add_argument("--contenders", nargs="+", default=list(CONTENDERS), choices=CONTENDERS + ("planned", "inductor"))

@@ -83,6 +83,7 @@ mm = _functools.wraps(_torch_methods.mm)(
     lambda a, b: sparse.mm(a, b) if isinstance(a, SparseTensor) else _torch_methods.mm(a, b))
 from . import amp  # noqa: E402
 from .amp import autocast, is_autocast_enabled  # noqa: E402
-cpu = _types.SimpleNamespace(amp=_types.SimpleNamespace(autocast=_functools.partial(autocast, "cpu")))
+from . import cpu  # noqa: E402
+cpu.amp = _types.SimpleNamespace(autocast=_functools.partial(autocast, "cpu"))
 cuda.amp = _types.SimpleNamespace(autocast=_functools.partial(autocast, "cuda"), GradScaler=amp.GradScaler,
                                   custom_fwd=amp.custom_fwd, custom_bwd=amp.custom_bwd)

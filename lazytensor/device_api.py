@@ -190,10 +190,10 @@ def check_settings():
 
 
 def tune_host_malloc():
-    """Keep freed arrays in the process for the next step (glibc's mmap and trim thresholds raised):
-    faster training steps, at the price of a process that holds on to the memory it freed. It changes
-    malloc for the whole process, so the library never does it by itself. Returns whether it applied
-    (False where there is no glibc mallopt)."""
+    """Keep freed arrays in the process for the next step (glibc's mmap and trim thresholds raised). Not
+    needed for the speed any more: the CPU kernels keep their results' memory in their own cache
+    (`lt.cpu`). It changes malloc for the whole process, so the library never does it by itself.
+    Returns whether it applied (False where there is no glibc mallopt)."""
     return _host_malloc.tune()
 
 

@@ -158,8 +158,6 @@ def _train(args):
     options = {k: v for k, v in vars(args).items() if k not in ("command", "nproc")}
     try:
         lt.check_settings()  # a bad LAZYTENSOR_* value: one line now, not a traceback mid-run
-        if lt.setting("LAZYTENSOR_MALLOC") != "default":
-            lt.tune_host_malloc()  # this process is ours: keep freed arrays for the next step
         result = run(TrainConfig(**options))
     except BrokenPipeError:  # `lazytensor train | head`: the reader left; stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -149,9 +149,12 @@ VARIABLES = (
              "the arena of the virtual device and of the emulated CUDA driver", _bytes),
     Variable("LAZYTENSOR_LOG_RECORDS", "a non-negative integer", 10000, "`10000`",
              "copy (and kernel) records the transfer log keeps; totals stay exact", _count(0)),
+    Variable("LAZYTENSOR_HOST_CACHE", "bytes", 2 ** 30, "`1GiB`",
+             "idle memory the CPU kernels keep for their next results (`0`: none; `lt.cpu.empty_cache()` frees it)",
+             _bytes),
     Variable("LAZYTENSOR_MALLOC", "`tuned`, `default`", "", "unset",
-             "`tuned`: apply `lt.tune_host_malloc()` at the first computation; `default`: `lazytensor train` leaves "
-             "malloc alone",
+             "`tuned`: apply `lt.tune_host_malloc()` at the first computation (not needed for speed: the CPU "
+             "kernels keep their results' memory themselves); `default`: leave malloc alone",
              _choice("tuned", "default")),
     Variable("LAZYTENSOR_CACHE_DIR", "a folder", None, "`~/.cache/lazytensor`",
              "where compiled kernels (numba, fused, CUDA) are kept between runs", _text),
@@ -237,4 +240,5 @@ def markdown_table():
 _kernel_settings.provide(cache_dir=default_cache_dir, nvrtc_library=lambda: get("LAZYTENSOR_NVRTC"),
                          cuda_matmul=lambda: get("LAZYTENSOR_CUDA_MATMUL"),
                          host_blas=lambda: get("LAZYTENSOR_HOST_BLAS"),
-                         wide_vectors=lambda: get("LAZYTENSOR_WIDE_VECTORS"))
+                         wide_vectors=lambda: get("LAZYTENSOR_WIDE_VECTORS"),
+                         host_cache_bytes=lambda: get("LAZYTENSOR_HOST_CACHE"))

@@ -14,6 +14,7 @@ here (`run_node`, `fused_on_host`, `group_on_device`) are also what compiled rep
 """
 from . import copies, devices, next_reads, placement, planner, remat
 from .replay import capturing
+from ..kernels.cpu import host_cache
 from .backends.arena import OutOfDeviceMemory
 from .backends.lowering import for_indices
 from .counters import COUNTERS
@@ -199,9 +200,14 @@ def report(kind, backend, what, operands, buf, extras=()):
 def exclusive_result(out, args):
     """Whether a host kernel's result `out` may be written in place later: it shares memory with no
     operand. An array owning its memory shares it only with itself and its views, whose base is that
-    array (NumPy points a view of a view at the owner), so identity says it without may_share_memory."""
-    return out.base is None and out.flags.writeable and not any(
-        a is out or getattr(a, "base", None) is out for a in args)
+    array (NumPy points a view of a view at the owner), so identity says it without may_share_memory;
+    one over a block of the kernels' host cache shares it with no other array when it alone holds the
+    block (`host_cache.exclusive`)."""
+    if not out.flags.writeable or any(a is out for a in args):
+        return False
+    if out.base is None:
+        return not any(getattr(a, "base", None) is out for a in args)
+    return host_cache.exclusive(out)
 
 
 def _record(what, operands, backend, start):

@@ -1,4 +1,5 @@
-"""glibc malloc settings for a process that allocates and frees many large arrays per step.
+"""Host memory for the CPU kernels' results: their cache (kernels/cpu/host_cache.py), and the opt-in glibc
+malloc settings that were needed for the same speed before it.
 
 By default glibc serves blocks above a (dynamic) threshold with mmap and gives freed memory at the top
 of the heap back to the kernel; every training step then takes the same megabytes back page by page,
@@ -7,14 +8,15 @@ memory map (bench/RESULTS.md, 'glibc malloc left alone vs tuned'). `tune()` rais
 maximum (32 MiB) and the trim threshold to 256 MiB: freed arrays stay in the process for the next step, as a
 caching allocator would keep them.
 
-These settings belong to the whole process, so importing the library never applies them: a program
-opts in with `lt.tune_host_malloc()` or LAZYTENSOR_MALLOC=tuned (applied at the first computation);
-`lazytensor train`, whose process is the library's own, applies them unless LAZYTENSOR_MALLOC=default.
-Other platforms and C libraries without `mallopt` are left alone.
+The kernels' result cache now keeps those arrays itself, so the settings are no longer needed for the
+speed (bench/RESULTS.md). They belong to the whole process, so the library never applies them by itself:
+a program may still opt in with `lt.tune_host_malloc()` or LAZYTENSOR_MALLOC=tuned (applied at the first
+computation). Other platforms and C libraries without `mallopt` are left alone.
 """
 import ctypes
 import sys
 
+from ..kernels.cpu import host_cache
 from . import config
 
 M_TRIM_THRESHOLD = -1   # glibc's malloc.h
@@ -54,3 +56,19 @@ def tune():
             ok = bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)) and ok
     _applied["value"] = ok
     return ok
+
+
+def cache_stats():
+    """What the CPU kernels' result cache holds (`lt.cpu.cache_stats()`)."""
+    return {k.removeprefix("host_cache_"): v for k, v in host_cache.CACHE.stats().items()}
+
+
+def empty_cache():
+    host_cache.CACHE.release()
+
+
+def set_cache_limit(nbytes):
+    """Cap the cache's idle bytes at `nbytes`; the previous cap."""
+    before = host_cache.CACHE.cap_bytes
+    host_cache.configure(nbytes)
+    return config.get("LAZYTENSOR_HOST_CACHE") if before is None else before

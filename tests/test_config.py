@@ -46,6 +46,7 @@ BAD_VALUES = [
     ("LAZYTENSOR_MEMORY_BUDGET", "lots", "LAZYTENSOR_MEMORY_BUDGET: cannot read 'lots' as a number of bytes"),
     ("LAZYTENSOR_VIRTUAL_OFFLOAD", "sometimes", "LAZYTENSOR_VIRTUAL_OFFLOAD must be one of policy, always"),
     ("LAZYTENSOR_MALLOC", "fast", "LAZYTENSOR_MALLOC must be one of tuned, default"),
+    ("LAZYTENSOR_HOST_CACHE", "lots", "LAZYTENSOR_HOST_CACHE: cannot read 'lots' as a number of bytes"),
     ("LAZYTENSOR_FUSE", "x", "LAZYTENSOR_FUSE must be 1 or 0"),
     ("LAZYTENSOR_REPLAY", "2", "LAZYTENSOR_REPLAY must be 1 or 0"),
     ("LAZYTENSOR_CUDA_DRIVER", "opencl", "LAZYTENSOR_CUDA_DRIVER must be one of auto"),

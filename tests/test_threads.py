@@ -287,8 +287,8 @@ def test_the_engine_leaves_malloc_alone_unless_told_to_tune_it(setting, applied)
     assert out.stdout.split() == ["None", str(applied)]  # applied at the first computation, not at import
 
 
-@pytest.mark.parametrize("setting,applied", [("", True), ("default", None)])
-def test_the_training_command_tunes_malloc_unless_told_to_leave_it(setting, applied):
+@pytest.mark.parametrize("setting,applied", [("", None), ("default", None), ("tuned", True)])
+def test_the_training_command_leaves_malloc_alone_as_a_users_script_does(setting, applied):
     import os
     import subprocess
     import sys

@@ -3,6 +3,8 @@ the framework module (`torch` or `lazytensor`) and returns the model class, the 
 the training step. Untied bias-free head, hand-written causal attention with a `tril` mask and
 `masked_fill`, `split`/`view`/`transpose`, `F.cross_entropy`, `clip_grad_norm_(model.parameters(), 1.0)`,
 AdamW with decay / no-decay groups. Nothing here is lazytensor-specific: that is the point.
+`make(torch, flash=True)` writes the attention as nanoGPT does where PyTorch has it:
+`F.scaled_dot_product_attention(q, k, v, is_causal=True)`.
 """
 import math
 
@@ -11,7 +13,7 @@ SIZES = {"tiny": dict(n_layer=2, n_head=4, n_embd=64, block_size=64, batch_size=
          "seed": dict(n_layer=6, n_head=6, n_embd=384, block_size=256, batch_size=8)}  # the seed's measured size
 
 
-def make(torch):
+def make(torch, flash=False):
     nn, F = torch.nn, torch.nn.functional
 
     class CausalSelfAttention(nn.Module):
@@ -27,11 +29,14 @@ def make(torch):
             k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
             q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
             v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-            mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
-            att = att.masked_fill(~mask, float("-inf"))
-            att = F.softmax(att, dim=-1)
-            y = att @ v
+            if flash:
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+                mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+                att = att.masked_fill(~mask, float("-inf"))
+                att = F.softmax(att, dim=-1)
+                y = att @ v
             y = y.transpose(1, 2).contiguous().view(B, T, C)
             return self.c_proj(y)
 

@@ -20,6 +20,8 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.extending import intrinsic
 
+from . import host_cache
+
 try:
     from threadpoolctl import threadpool_info
 except ImportError:  # optional (runtime/parallel.py): no pieces without it
@@ -302,10 +304,10 @@ def product_out(shape, dtype, dims=None):
     consumer views it through) and viewed at `shape`, so that view is C-contiguous; C-contiguous where
     that order would not give matrices matmul_batches writes."""
     if dims is None:
-        return np.empty(shape, dtype)
+        return host_cache.empty(shape, dtype)
     stored, inverse = _laid_out(tuple(shape), tuple(dims))
-    out = np.empty(stored, dtype).transpose(inverse)
-    return out if writable_by_rows(out) else np.empty(shape, dtype)
+    out = host_cache.empty(stored, dtype).transpose(inverse)
+    return out if writable_by_rows(out) else host_cache.empty(shape, dtype)
 
 
 @functools.lru_cache(maxsize=256)  # asked at every launch of a product with a layout

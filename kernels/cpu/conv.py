@@ -8,6 +8,7 @@ tolerance class; the sums of col2im are the reference's order."""
 import numba as nb
 import numpy as np
 
+from . import host_cache
 from .blas import _NO_TRANS, _ROW_MAJOR, _TRANS, _as, _call_at
 from .common import one_piece
 from .window import _col2im_rows, _geometry
@@ -67,7 +68,7 @@ def conv_product(attrs, cols, w, pieces=one_piece, library=None):
     """(N, O, Ho, Wo): the convolution's output from its windows `cols` (C, kh, kw, N, Ho, Wo)."""
     C, kh, kw, N, Ho, Wo = cols.shape
     O = w.shape[0]
-    out = np.empty((N, O, Ho, Wo), cols.dtype)
+    out = host_cache.empty((N, O, Ho, Wo), cols.dtype)
     address, int_type = library
     bounds = pieces(N, O * w.shape[1] * Ho * Wo)
     bounds = np.array([0, N], np.int64) if bounds is None else bounds
@@ -80,7 +81,7 @@ def conv_product(attrs, cols, w, pieces=one_piece, library=None):
 def conv_input_grad(attrs, w, g, pieces=one_piece, library=None):
     """(N, C, H, W): the gradient of the convolution's input from its weight and output gradient `g`."""
     N, O, Ho, Wo = g.shape
-    out = np.empty(attrs["shape"], g.dtype)
+    out = host_cache.empty(attrs["shape"], g.dtype)
     address, int_type = library
     bounds = pieces(N, O * w[0].size * Ho * Wo)
     bounds = np.array([0, N], np.int64) if bounds is None else bounds

@@ -29,6 +29,7 @@ import numpy as np
 
 from ..cache import cache_path
 from ..ops import OPS as RECORDS
+from . import host_cache
 from . import column_sums
 from .column_sums import column_sum_recipe
 from .common import one_piece
@@ -265,7 +266,7 @@ def run(recipe, out_shape, out_dtype, arrays, params, pieces=one_piece, library=
             return _column_sums_kept(recipe, out_shape, out_dtype, arrays, params, pieces)
         return _column_sums(recipe, out_shape, out_dtype, arrays, params, pieces)
     module, shapes, items, work = _launch(recipe, tuple(out_shape), tuple(a.shape for a in arrays))
-    out = np.empty(out_shape, out_dtype)
+    out = host_cache.empty(out_shape, out_dtype)
     in_place = _product_operands(recipe)
     inputs = [layout(a)[0] if k in in_place else np.ascontiguousarray(a).reshape(shape)
               for k, (a, shape) in enumerate(zip(arrays, shapes))]
@@ -298,14 +299,14 @@ def _column_sums(recipe, out_shape, out_dtype, arrays, params, pieces):
     inputs = [np.ascontiguousarray(a).reshape(s) for a, s in zip(arrays, shapes)]
     acc = column_sums.accumulators(math.prod(shape[:-1]), shape[-1])
     step = min(column_sums.slices_per_block(shape), shape[0])
-    scratch = np.empty((step,) + shape[1:], out_dtype)
+    scratch = host_cache.empty((step,) + shape[1:], out_dtype)
     bounds = pieces(items, work)
     if bounds is None:
         module.fold_range(0, shape[0], step, scratch, acc, *inputs, *params)
     else:
-        rest = np.empty((shape[0] - bounds[1],) + shape[1:], out_dtype)
+        rest = host_cache.empty((shape[0] - bounds[1],) + shape[1:], out_dtype)
         module.kernel_in_pieces(bounds, scratch, rest, acc, *inputs, *params)
-    out = np.empty(out_shape, out_dtype)
+    out = host_cache.empty(out_shape, out_dtype)
     column_sums.finish(acc, out.reshape(-1))
     return out
 
@@ -316,7 +317,7 @@ def _column_sums_kept(recipe, out_shape, out_dtype, arrays, params, pieces):
     out_shape = tuple(out_shape)
     module, shapes, items, work = _launch(recipe, out_shape, tuple(a.shape for a in arrays))
     inputs = [np.ascontiguousarray(a).reshape(s) for a, s in zip(arrays, shapes)]
-    out = np.empty(out_shape, out_dtype)
+    out = host_cache.empty(out_shape, out_dtype)
     acc = column_sums.accumulators(math.prod(out_shape[:-1]), out_shape[-1])
     step = min(column_sums.slices_per_block(out_shape), out_shape[0])
     bounds = pieces(items, work)
@@ -324,7 +325,7 @@ def _column_sums_kept(recipe, out_shape, out_dtype, arrays, params, pieces):
         module.fold_range_kept(0, out_shape[0], step, out, acc, *inputs, *params)
     else:
         module.kernel_in_pieces_kept(bounds, step, out, acc, *inputs, *params)
-    sums = np.empty(kept_sums(recipe), out_dtype)
+    sums = host_cache.empty(kept_sums(recipe), out_dtype)
     column_sums.finish(acc, sums.reshape(-1))
     return out, sums
 

@@ -12,6 +12,7 @@ import math
 import numba as nb
 import numpy as np
 
+from . import host_cache
 from .common import one_piece, rounded
 from .reduce import sum_rows
 
@@ -107,7 +108,7 @@ def run(op, axes, eps, arrays, dtype, pieces=one_piece):
     shape = arrays[0].shape
     k = math.prod([shape[d] for d in axes])
     rows = [np.ascontiguousarray(a, dtype=dtype).reshape(-1, k) for a in arrays]
-    out = np.empty(shape, dtype)
+    out = host_cache.empty(shape, dtype)
     flat = out.reshape(-1, k)
     eps_cell = np.array([eps], dtype)
     whole, in_pieces = KERNELS[op]

@@ -8,6 +8,8 @@ import math
 import numba as nb
 import numpy as np
 
+from . import host_cache
+
 _TILE = 32  # a transposed piece is copied in square tiles of this side, read and written within cache
 # Elements copied per element of work (a computed one's): a transposed piece is cut for threads only
 # from 4 * 2 * MIN_PIECE elements (runtime/parallel.py); smaller ones, in a training step's warm cache,
@@ -42,7 +44,7 @@ def place_slices(shape, dtype, slices, pieces, cut):
     """An array of `shape` with each piece at its unit-step `slices` (disjoint) and zeros elsewhere.
     `cut(n, work_per_item)` gives the leading-axis piece bounds for this run's threads, or None."""
     covered = sum(p.size for p in pieces) == math.prod(shape)
-    out = np.empty(shape, dtype) if covered else np.zeros(shape, dtype)
+    out = host_cache.empty(shape, dtype) if covered else host_cache.zeros(shape, dtype)
     for where, piece in zip(slices, pieces):
         dst = out[tuple(slice(*s) for s in where)]
         bounds = None

@@ -4,6 +4,7 @@ same words, and through the reference's transforms the same floats."""
 import numba as nb
 import numpy as np
 
+from . import host_cache
 from .common import one_piece
 
 _M0, _M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
@@ -45,7 +46,7 @@ def words(seed, stream, n, pieces=one_piece):
     """The first `n` 32-bit words of stream `stream` under `seed`, as kernels/reference/random.words;
     blocks of four words in the pieces `pieces(blocks, work_per_block)` gives."""
     blocks = (n + 3) // 4
-    out = np.empty(4 * blocks, np.uint64)
+    out = host_cache.empty(4 * blocks, np.uint64)
     k0, k1 = np.uint64(int(seed) & 0xFFFFFFFF), np.uint64((int(seed) >> 32) & 0xFFFFFFFF)
     s0, s1 = np.uint64(int(stream) & 0xFFFFFFFF), np.uint64((int(stream) >> 32) & 0xFFFFFFFF)
     bounds = pieces(blocks, 64)

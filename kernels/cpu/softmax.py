@@ -13,6 +13,7 @@ import math
 import numba as nb
 import numpy as np
 
+from . import host_cache
 from .common import one_piece, rounded
 from .lanes import LANES, lane_max, lane_sum
 from .reduce import sum_rows
@@ -207,7 +208,7 @@ def run(op, axis, arrays, dtype, pieces=one_piece):
     `pieces(rows, work_per_row)` gives, side by side on numba's threads), moved back."""
     rows = [np.ascontiguousarray(np.moveaxis(a, axis, -1), dtype=dtype) for a in arrays]
     moved = rows[0].shape
-    out = np.empty(moved, dtype)
+    out = host_cache.empty(moved, dtype)
     k = moved[-1]
     rows = [r.reshape(-1, k) for r in rows]
     flat = out.reshape(-1, k)

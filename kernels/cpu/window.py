@@ -4,6 +4,7 @@ split between numba's threads. Each element is the same copy, or the same sum in
 import numba as nb
 import numpy as np
 
+from . import host_cache
 from .common import one_piece
 
 
@@ -71,7 +72,7 @@ def _geometry(attrs):
 def im2col(attrs, x, shape, pieces=one_piece):
     """(C, kh, kw, N, Ho, Wo) windows of the (N, C, H, W) array `x`."""
     x = np.ascontiguousarray(x)
-    out = np.empty(shape, x.dtype)
+    out = host_cache.empty(shape, x.dtype)
     geometry, pad = _geometry(attrs), x.dtype.type(attrs.get("pad_value", 0.0))
     bounds = pieces(shape[0], out.size // max(shape[0], 1))
     if bounds is None:
@@ -84,7 +85,7 @@ def im2col(attrs, x, shape, pieces=one_piece):
 def col2im(attrs, cols, pieces=one_piece):
     """The (N, C, H, W) sum of the windows `cols` back at their places."""
     cols = np.ascontiguousarray(cols)
-    out = np.empty(attrs["shape"], cols.dtype)
+    out = host_cache.empty(attrs["shape"], cols.dtype)
     geometry = _geometry(attrs)
     C = cols.shape[0]
     bounds = pieces(C, cols.size // max(C, 1))

@@ -34,6 +34,7 @@ from ...kernels.cpu import blas
 from ...kernels.cpu import conv as cpu_conv
 from ...kernels.cpu import fused as cpu_fused
 from ...kernels.cpu import gemm
+from ...kernels.cpu import host_cache
 from ...kernels.cpu import index as cpu_index
 from ...kernels.cpu import layer_norm as cpu_layer_norm
 from ...kernels.cpu import movement as cpu_movement
@@ -133,7 +134,7 @@ def _swapped_faster(a, b):
 def _matmul_swapped(a, b, out, library):
     """out = a @ b computed as the rows of b.T @ a.T (in pieces of those rows), then copied transposed."""
     m, n = a.shape[0], b.shape[1]
-    product = np.empty((n, m), out.dtype)
+    product = host_cache.empty((n, m), out.dtype)
     bounds = parallel.pieces(n, m * a.shape[1])
     blas.matmul_rows(b.T, a.T, product, np.array([0, n], np.int64) if bounds is None else bounds, library)
     np.copyto(out.reshape(m, n), product.T)
@@ -242,7 +243,7 @@ class NumbaBackend(HostBackend):
                                             blas.gemm_address(node.dtype))
         x = args[0]
         if node.op == "erf":
-            out = np.empty(node.shape, node.dtype)
+            out = host_cache.empty(node.shape, node.dtype)
             flat, dest = np.ascontiguousarray(x).reshape(-1), out.reshape(-1)
             if x.dtype == np.float32 and node.dtype == np.float32:
                 whole, in_pieces = cpu_special32.erf_into_float32, cpu_special32.erf_into_float32_in_pieces
@@ -283,7 +284,7 @@ class NumbaBackend(HostBackend):
         a = node.attrs
         lr, bias1, bias2 = float(lr), float(bias1), float(bias2)
         p, g, m, v = [np.ascontiguousarray(t).reshape(-1) for t in values]
-        out = np.empty((3, p.size), node.dtype)
+        out = host_cache.empty((3, p.size), node.dtype)
         flat = (p, g, scale, m, v)
         consts = (a["beta1"], a["beta2"], a["eps"], 1.0 - lr * a["weight_decay"], lr / bias1,
                   float(np.sqrt(bias2)))
@@ -307,7 +308,7 @@ class NumbaBackend(HostBackend):
         axis, shape = node.attrs["axis"], node.attrs["shape"]
         pre = math.prod(shape[:axis])
         post = math.prod(shape[axis + 1:])
-        out = np.zeros(shape, node.dtype)
+        out = host_cache.zeros(shape, node.dtype)
         k = g.shape[axis]
         index = np.broadcast_to(index, g.shape).reshape(pre, k, post)  # a copy only where it broadcast
         g = np.ascontiguousarray(g).reshape(pre, k, post)
@@ -355,7 +356,7 @@ class NumbaBackend(HostBackend):
             bounds = parallel.pieces(items, work)
             if bounds is None:
                 bounds = np.array([0, items], np.int64)
-            out = np.empty(root.shape, root.dtype)
+            out = host_cache.empty(root.shape, root.dtype)
             k = x.shape[-1]
             blas.matmul_rows_bias(x.reshape(-1, k), w, np.ascontiguousarray(bias), out.reshape(-1, out.shape[-1]),
                                   bounds, library)
