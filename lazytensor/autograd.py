@@ -10,7 +10,7 @@ import math
 from . import backward_replay
 from .creation import ones_like, zeros_like
 from .dtypes import bool_
-from .elementwise import where
+from .elementwise import fresh_operand_scalars, where
 from .grad_mode import is_grad_enabled, set_grad_enabled
 from .kernels.ops import names
 from .recompute import keywords, remade_saved
@@ -145,7 +145,7 @@ def backward(tensor, gradient=None, retain_graph=None, create_graph=False):
 
 def _by_rules(tensor, order, gradient, retain, create_graph):
     """backward's gradient nodes built by the rules below, over `order` (_topo(tensor))."""
-    with set_grad_enabled(create_graph):
+    with set_grad_enabled(create_graph), fresh_operand_scalars():
         implicit = gradient is None
         if implicit:
             gradient = ones_like(tensor)

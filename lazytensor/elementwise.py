@@ -1,5 +1,7 @@
 """Elementwise ops: unary math, broadcasting binary arithmetic and comparisons, where, clip, casts, and
 composites (isnan/isinf/isfinite, nan_to_num, lerp)."""
+import contextlib
+
 import numpy as np
 
 from . import dtypes
@@ -13,8 +15,10 @@ def broadcast_shapes(op, *shapes):
     """NumPy broadcasting of `shapes`; ValueError naming the op and every shape otherwise."""
     if len(shapes) == 2:  # a binary op's operands (most calls): pairwise, no sets
         a, b = shapes
-        if a == b:
+        if a == b or not b:  # equal, or a 0-d operand (a Python number's)
             return tuple(a)
+        if not a:
+            return tuple(b)
         n = max(len(a), len(b))
         out = []
         for x, y in zip((1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)):
@@ -53,6 +57,41 @@ def scalar(value, dtype):
     return Tensor(hostio.data_node(checked, exclusive=True))
 
 
+_OPERAND_SCALARS = {}   # (NumPy dtype, type, value) -> the realized 0-d node of a Python number operand
+_OPERAND_SCALARS_MAX = 1024
+_fresh = [0]  # > 0 inside fresh_operand_scalars()
+
+
+@contextlib.contextmanager
+def fresh_operand_scalars():
+    """Inside the block every Python number operand gets a node of its own (the backward rules)."""
+    _fresh[0] += 1
+    try:
+        yield
+    finally:
+        _fresh[0] -= 1
+
+
+def operand_scalar(value, dtype):
+    """`scalar(value, dtype)` for a Python number operand of an op, its realized node shared with the
+    earlier operands of the same number and dtype: a loop's `y * 0.999` builds no new leaf per step. The
+    node is only ever read (no tensor a user holds wraps it), so sharing it changes no value. Float zeros
+    (whose sign a cache key would lose) and NaN (unequal to itself) are made anew, and so is every number
+    of a backward pass's rules (`fresh_operand_scalars`: a recorded pass remakes the nodes it made, so
+    the rules make the same graph recorded or not)."""
+    t = type(value)
+    if (t is not float and t is not int and t is not bool or value == 0 and t is float or value != value
+            or _fresh[0]):
+        return scalar(value, dtype)
+    key = (dtype.np, t, value)
+    node = _OPERAND_SCALARS.get(key)
+    if node is None:
+        if len(_OPERAND_SCALARS) >= _OPERAND_SCALARS_MAX:
+            _OPERAND_SCALARS.clear()
+        node = _OPERAND_SCALARS[key] = scalar(value, dtype)._node
+    return Tensor(node)
+
+
 def as_tensor_operand(x):
     if isinstance(x, Tensor):
         return x
@@ -63,6 +102,9 @@ def as_tensor_operand(x):
 
 def _operands(op, a, b):
     """Both operands as tensors of the promoted dtype's inputs, plus that dtype."""
+    if type(a) is Tensor and type(b) is float and a._node.dtype.kind == "f":  # x * 0.5: the float's width
+        dt = dtypes.from_np(a._node.dtype)
+        return a, operand_scalar(b, dt), dt
     ta, tb = as_tensor_operand(a), as_tensor_operand(b)
     if ta is None and tb is None:
         raise TypeError(f"{op}: at least one operand must be a tensor")
@@ -70,10 +112,10 @@ def _operands(op, a, b):
         dt = dtypes.promote(ta.dtype, tb.dtype)
     elif ta is not None:
         dt = dtypes.promote_with_scalar(ta.dtype, b)
-        tb = scalar(b, dt)
+        tb = operand_scalar(b, dt)
     else:
         dt = dtypes.promote_with_scalar(tb.dtype, a)
-        ta = scalar(a, dt)
+        ta = operand_scalar(a, dt)
     return ta, tb, dt
 
 

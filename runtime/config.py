@@ -177,11 +177,19 @@ _BY_NAME = {v.name: v for v in VARIABLES}
 def get(name):
     """The parsed value of `name` now: its setting in the environment, else its default (None where
     the default is computed by the reader, e.g. the memory budget)."""
-    var = _BY_NAME[name]
     raw = os.environ.get(name)
-    if raw is None or not raw.strip():
-        return var.default
-    return var.parse(name, raw)
+    if raw is None:
+        return _BY_NAME[name].default
+    value = _parsed.get((name, raw), _parsed)
+    if value is _parsed:  # not parsed yet (a bad value is parsed, and raises, at every read)
+        var = _BY_NAME[name]
+        value = var.default if not raw.strip() else var.parse(name, raw)
+        if len(_parsed) < 256:
+            _parsed[(name, raw)] = value
+    return value
+
+
+_parsed = {}  # (name, raw text) -> its parsed value: settings are read per realization
 
 
 def check_all():

@@ -21,7 +21,7 @@ def test_every_kernel_of_an_eager_step_is_a_timed_launch_and_the_parts_add_up_to
         rows = _rows(model)
         assert len(rows["step"]) == 3
         assert rows["launch_calls"] == rows["kernels"] and min(rows["kernels"]) > 100
-        assert rows["replayed"][-1] == 1
+        assert rows["replayed"][-1] >= 1  # the step's realization (and its small reads) from their recordings
         for i, step in enumerate(rows["step"]):
             parts = [rows[name][i] for name in ("launches", "realize_own", "outside")]
             phases = [rows[name][i] for name in ("forward", "backward", "clip", "opt_step", "item")]

@@ -74,16 +74,23 @@ def test_amax_of_rows_with_zero_or_nan_results_takes_numpys_bytes():
     assert BACKEND.launch(node, [x]).tobytes() == KERNELS["amax"](node.attrs, x).tobytes()
 
 
-def test_the_chain_uses_numba_for_large_reductions_only():
+def test_the_chain_uses_numba_for_float_sums_of_any_size_and_numpy_for_integer_sums():
     lt.set_device("cpu")
     chain = devices.chain()
     assert [b.name for b in chain][-2:] == ["numba", "numpy"]
     with lt.profile() as p:
         lt.ones(MIN_ELEMENTS).sum().realize()
-        lt.ones(MIN_ELEMENTS - 1).sum().realize()
+        lt.ones(7).sum().realize()
         lt.ones(MIN_ELEMENTS, dtype=lt.int64).sum().realize()
     ran = [(k.op, k.backend) for k in p.kernels if k.op == "sum"]
-    assert ran == [("sum", "numba"), ("sum", "numpy"), ("sum", "numpy")]
+    assert ran == [("sum", "numba"), ("sum", "numba"), ("sum", "numpy")]
+
+
+def test_small_amax_stays_with_numpy():
+    lt.set_device("cpu")
+    with lt.profile() as p:
+        lt.ones(7).amax().realize()
+    assert [k.backend for k in p.kernels if k.op == "amax"] == ["numpy"]
 
 
 def test_erf_is_within_one_unit_of_the_reference_in_float32_and_float64():

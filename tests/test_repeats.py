@@ -293,3 +293,25 @@ def test_random_graphs_replayed_compute_hand_back_and_leave_pending_what_the_sch
                           t._node.buffer.host_exclusive if t._node.buffer is not None else None) for t in held]
                 seen[on, k] = (state, [t.numpy().tobytes() for t in held], last.numpy().tobytes())
     assert [seen[True, k] for k in range(3)] == [seen[False, k] for k in range(3)]
+
+
+def test_a_small_read_repeated_in_a_loop_is_replayed_with_the_eager_bytes(rng, monkeypatch):
+    lt.set_device("cpu")
+    repeats.clear()
+    a, b, c = (lt.tensor(rng.standard_normal((64, 64)).astype(np.float32)) for _ in range(3))
+    lt.reset_counters()
+    got = [float((a * b + c).tanh().sum()) for _ in range(5)]  # four nodes, at the default floor
+    assert lt.counters()["replayed_realizations"] == 3  # from the third sighting on
+    monkeypatch.setenv("LAZYTENSOR_REPLAY", "0")
+    assert got == [float((a * b + c).tanh().sum())] * 5
+
+
+def test_a_python_number_operand_shares_its_leaf_across_ops_and_keeps_a_zeros_sign():
+    x = lt.tensor(np.array([1.0, 2.0], np.float32))
+    assert (x * 0.5)._node.inputs[1] is (x + 0.5)._node.inputs[1]
+    assert (x * 0.5)._node.inputs[1] is not (x * 0.25)._node.inputs[1]
+    for _ in range(3):  # +0.0 and -0.0 compare equal: each keeps its own leaf
+        assert np.signbit((x * -0.0).numpy()).all()
+        assert not np.signbit((x * 0.0).numpy()).any()
+    assert np.isnan((x * float("nan")).numpy()).all()
+    assert (x * 2)._node.dtype == np.float32 and (x * 2.0)._node.dtype == np.float32

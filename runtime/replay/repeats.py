@@ -34,9 +34,11 @@ from .cache import Bounded
 from .refusals import HOST_VALUES, OFF, OUTSIDE, REPEATS, SMALL, UNCOMPARABLE, refuse
 from .signature import Key, frozen
 
-MIN_NODES = 32   # smaller realizations cost little to plan; their signature would cost about as much
-REPLAYS = 8      # replayable signatures kept (least recently used dropped)
-SIGHTINGS = 64   # signatures seen once or twice, remembered to capture on the second sighting
+# Realizations of fewer nodes are planned every time. Planning costs several times a signature at any
+# size (a 4-op read: ~90 us planned, ~25 us of it replayed; bench/RESULTS.md), so small repeats replay too.
+MIN_NODES = 2
+REPLAYS = 32     # replayable signatures kept (least recently used dropped): a loop's step and its small reads
+SIGHTINGS = 128  # signatures seen once or twice, remembered to capture on the second sighting
 
 _replays = Bounded(REPLAYS)   # signature -> _Replay
 _seen = Bounded(SIGHTINGS)    # signature -> times seen (1 or 2)
