@@ -162,7 +162,7 @@ _RECORDS = (
     _math("expm1", "exp(x) - 1, accurate near 0 (complex too)", numpy=None),
     _math("log", "natural logarithm"),
     _math("log1p", "log(1 + x), accurate near 0"),
-    _math("tanh", "hyperbolic tangent"),
+    _math("tanh", "hyperbolic tangent", py_f32="tanh_for_float32({0})"),
     _math("sin", "sine"), _math("cos", "cosine"), _math("tan", "tangent"),
     _math("asin", "inverse sine", numpy="arcsin", aliases=("arcsin",)),
     _math("acos", "inverse cosine", numpy="arccos", aliases=("arccos",)),

@@ -60,7 +60,10 @@ def tune():
 
 def cache_stats():
     """What the CPU kernels' result cache holds (`lt.cpu.cache_stats()`)."""
-    return {k.removeprefix("host_cache_"): v for k, v in host_cache.CACHE.stats().items()}
+    stats = {k.removeprefix("host_cache_"): v for k, v in host_cache.CACHE.stats().items()}
+    if stats["cap_bytes"] is None:  # no large result yet: the cap it will read
+        stats["cap_bytes"] = config.get("LAZYTENSOR_HOST_CACHE")
+    return stats
 
 
 def empty_cache():

@@ -130,7 +130,7 @@ def test_a_cache_limit_that_is_not_a_size_names_the_accepted_forms():
         lt.cpu.set_cache_limit("lots")
 
 
-def test_the_host_cache_variable_sets_the_limit_at_the_first_large_result():
+def test_the_host_cache_variable_sets_the_limit():
     import os
     import subprocess
     import sys
