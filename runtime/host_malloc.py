@@ -4,7 +4,7 @@ malloc settings that were needed for the same speed before it.
 By default glibc serves blocks above a (dynamic) threshold with mmap and gives freed memory at the top
 of the heap back to the kernel; every training step then takes the same megabytes back page by page,
 each first touch a zero-filling page fault, and with several threads those faults serialize on the process's
-memory map (bench/RESULTS.md, 'glibc malloc left alone vs tuned'). `tune()` raises the mmap threshold to its
+memory map (bench/RESULTS.md, 'Host memory without a malloc setting'). `tune()` raises the mmap threshold to its
 maximum (32 MiB) and the trim threshold to 256 MiB: freed arrays stay in the process for the next step, as a
 caching allocator would keep them.
 

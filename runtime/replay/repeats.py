@@ -34,8 +34,8 @@ from .cache import Bounded
 from .refusals import HOST_VALUES, OFF, OUTSIDE, REPEATS, SMALL, UNCOMPARABLE, refuse
 from .signature import Key, frozen
 
-# Realizations of fewer nodes are planned every time. Planning costs several times a signature at any
-# size (a 4-op read: ~90 us planned, ~25 us of it replayed; bench/RESULTS.md), so small repeats replay too.
+# Realizations of fewer nodes are planned every time. Planning costs more than a signature and a replay
+# at every size (bench/RESULTS.md, 'Small work against PyTorch eager'), so small repeats replay too.
 MIN_NODES = 2
 REPLAYS = 32     # replayable signatures kept (least recently used dropped): a loop's step and its small reads
 SIGHTINGS = 128  # signatures seen once or twice, remembered to capture on the second sighting
