@@ -11,6 +11,7 @@ import weakref
 
 import numpy as np
 
+from ..kernels.cpu import host_cache
 from .backends.arena import OutOfDeviceMemory
 from . import config, copies
 from .config import parse_bytes  # noqa: F401 (runtime.memory.parse_bytes: the name callers know)
@@ -411,20 +412,9 @@ class PinnedPool:
         return _leased(block, nbytes, shape, dtype)
 
 
-class _Lease:
-    """What the arrays viewing a pooled block hold (their numpy base): the block, and how to read it."""
-
-    __slots__ = ("block", "__array_interface__", "__weakref__")
-
-    def __init__(self, raw, nbytes):
-        self.block = raw
-        self.__array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (raw.ctypes.data, False),
-                                    "version": 3}
-
-
 def _leased(block, nbytes, shape, dtype):
     """A `shape`/`dtype` array (`nbytes` long) over pooled `block` ([raw, lease ref]), the block's new
-    lease recorded (bytes viewed as `dtype`: a typestr cannot name extension dtypes such as bfloat16)."""
-    lease = _Lease(block[0], nbytes)
+    lease recorded."""
+    array, lease = host_cache.leased(block[0], nbytes, shape, dtype)
     block[1] = weakref.ref(lease)
-    return np.asarray(lease).view(dtype).reshape(shape)
+    return array

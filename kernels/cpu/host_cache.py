@@ -8,10 +8,11 @@ the kernels make: no process-wide malloc setting, and a user's own NumPy arrays 
 
 `empty(shape, dtype)` is `np.empty` for results of at least `MIN_BYTES`: the array views a block from
 the cache, and the block comes back to it when no array views it any more (every array made from it and
-every view of those hold its lease through their NumPy base; a weak reference to the lease says when it goes).
-Idle blocks are kept up to a cap (the `host_cache_bytes` kernel setting, read at the first large
-result; `configure` changes it), the oldest freed first past it; `release()` frees them all. Blocks come in size classes an eighth of a power of two apart, so a block is at most 1/8
-larger than the array it holds.
+every view of those hold its `Lease` through their NumPy base; a weak reference to the lease says when
+it goes). Idle blocks are kept up to a cap (the `host_cache_bytes` kernel setting, read at the first
+large result; `configure` changes it), the oldest freed first past it; `release()` frees them all.
+Blocks come in size classes an eighth of a power of two apart, so a block is at most 1/8 larger than
+the array it holds. The download pool of runtime/memory.py leases its blocks the same way (`leased`).
 """
 import collections
 import sys
@@ -25,8 +26,9 @@ from .. import settings
 MIN_BYTES = 64 * 1024   # smaller arrays come from glibc's heap bins, which keep them without faults
 
 
-class _Lease:
-    """What the arrays viewing a cached block hold (their NumPy base): the block, read as bytes."""
+class Lease:
+    """What the arrays viewing a pooled block hold (through their NumPy base): the block, read as bytes.
+    A pool watches it by a weak reference: when it goes, no array views the block."""
 
     __slots__ = ("block", "__array_interface__", "__weakref__")
 
@@ -34,6 +36,13 @@ class _Lease:
         self.block = block
         self.__array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (block.ctypes.data, False),
                                     "version": 3}
+
+
+def leased(block, nbytes, shape, dtype):
+    """(a `shape`/`dtype` array over the first `nbytes` of `block`, its Lease). The bytes are viewed as
+    `dtype` (a typestr cannot name extension dtypes such as bfloat16)."""
+    lease = Lease(block, nbytes)
+    return np.asarray(lease).view(dtype).reshape(shape), lease
 
 
 class HostCache:
@@ -80,9 +89,9 @@ class HostCache:
             with self._lock:
                 self.allocations += 1
                 self.peak_bytes = max(self.peak_bytes, self.leased_bytes + self.idle_bytes)
-        lease = _Lease(block, nbytes)
+        array, lease = leased(block, nbytes, shape, dtype)
         weakref.finalize(lease, self._back, size, block)
-        return np.asarray(lease).view(dtype).reshape(shape)
+        return array
 
     def _back(self, size, block):
         """A lease went: its block is idle again (freed instead when the idle blocks would pass the cap)."""
@@ -132,7 +141,7 @@ def exclusive(array):
     lease), so the base's reference count says how many arrays see the block."""
     base = array.base
     # references to the base: `array`'s, the name `base` here and getrefcount's argument
-    return type(base) is np.ndarray and type(base.base) is _Lease and sys.getrefcount(base) == 3
+    return type(base) is np.ndarray and type(base.base) is Lease and sys.getrefcount(base) == 3
 
 
 CACHE = HostCache()
