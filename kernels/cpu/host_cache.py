@@ -52,7 +52,9 @@ class HostCache:
         self.cap_bytes = cap_bytes   # None: the setting's, read at the first large result
         self._idle = collections.defaultdict(list)   # size class -> idle blocks (uint8 arrays)
         self._order = {}   # id(block) -> (size class, block) of each idle block, in the order they went idle
-        self._lock = threading.Lock()
+        # reentrant: a collection run by an allocation inside a locked section may drop a lease, whose
+        # finalizer (`_back`) then takes the lock again in the same thread
+        self._lock = threading.RLock()
         self.idle_bytes = 0
         self.leased_bytes = 0
         self.peak_bytes = 0     # leased + idle, at its highest
@@ -90,7 +92,7 @@ class HostCache:
                 self.allocations += 1
                 self.peak_bytes = max(self.peak_bytes, self.leased_bytes + self.idle_bytes)
         array, lease = leased(block, nbytes, shape, dtype)
-        weakref.finalize(lease, self._back, size, block)
+        weakref.finalize(lease, self._back, size, block).atexit = False
         return array
 
     def _back(self, size, block):
@@ -135,13 +137,25 @@ def size_class(nbytes):
     return -(-nbytes // step) * step
 
 
+def _base_references(array):
+    base = array.base
+    return sys.getrefcount(base)
+
+
 def exclusive(array):
     """Whether `array` is the only array over a cached block (False for an array not from the cache).
     Every view of a cached array has the same base (NumPy points views at the byte array over the
     lease), so the base's reference count says how many arrays see the block."""
     base = array.base
-    # references to the base: `array`'s, the name `base` here and getrefcount's argument
-    return type(base) is np.ndarray and type(base.base) is Lease and sys.getrefcount(base) == 3
+    if type(base) is not np.ndarray or type(base.base) is not Lease:
+        return False
+    del base  # counted alone below
+    return _base_references(array) == _ALONE
+
+
+# what `_base_references` counts for an array alone over its base (how getrefcount counts its own
+# argument and a function's locals differs between Python versions, so it is measured, not assumed)
+_ALONE = _base_references(leased(np.empty(8, np.uint8), 8, (8,), np.uint8)[0])
 
 
 CACHE = HostCache()
