@@ -32,16 +32,18 @@ class Lease:
 
     __slots__ = ("block", "__array_interface__", "__weakref__")
 
-    def __init__(self, block, nbytes):
+    def __init__(self, block, nbytes, address=None):
         self.block = block
-        self.__array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (block.ctypes.data, False),
-                                    "version": 3}
+        if address is None:
+            address = block.ctypes.data
+        self.__array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (address, False), "version": 3}
 
 
-def leased(block, nbytes, shape, dtype):
-    """(a `shape`/`dtype` array over the first `nbytes` of `block`, its Lease). The bytes are viewed as
-    `dtype` (a typestr cannot name extension dtypes such as bfloat16)."""
-    lease = Lease(block, nbytes)
+def leased(block, nbytes, shape, dtype, address=None):
+    """(a `shape`/`dtype` array over the first `nbytes` of `block` (at `address`, found if not given),
+    its Lease). The bytes are viewed as `dtype` (a typestr cannot name extension dtypes such as
+    bfloat16)."""
+    lease = Lease(block, nbytes, address)
     return np.asarray(lease).view(dtype).reshape(shape), lease
 
 
@@ -50,8 +52,9 @@ class HostCache:
 
     def __init__(self, cap_bytes=None):
         self.cap_bytes = cap_bytes   # None: the setting's, read at the first large result
-        self._idle = collections.defaultdict(list)   # size class -> idle blocks (uint8 arrays)
+        self._idle = collections.defaultdict(list)   # size class -> idle (block, its address)
         self._order = {}   # id(block) -> (size class, block) of each idle block, in the order they went idle
+        self._leases = {}  # weak reference to a lease -> (size class, block, address) of each block in use
         # reentrant: a collection run by an allocation inside a locked section may drop a lease, whose
         # finalizer (`_back`) then takes the lock again in the same thread
         self._lock = threading.RLock()
@@ -79,29 +82,29 @@ class HostCache:
         with self._lock:
             idle = self._idle.get(size)
             if idle:
-                block = idle.pop()
+                block, address = idle.pop()
                 del self._order[id(block)]
                 self.idle_bytes -= size
                 self.reuses += 1
             else:
-                block = None
-            self.leased_bytes += size
-        if block is None:
-            block = np.empty(size, np.uint8)
-            with self._lock:
+                block = np.empty(size, np.uint8)
+                address = block.ctypes.data
                 self.allocations += 1
-                self.peak_bytes = max(self.peak_bytes, self.leased_bytes + self.idle_bytes)
-        array, lease = leased(block, nbytes, shape, dtype)
-        weakref.finalize(lease, self._back, size, block).atexit = False
+                self.peak_bytes = max(self.peak_bytes, self.leased_bytes + size + self.idle_bytes)
+            self.leased_bytes += size
+            array, lease = leased(block, nbytes, shape, dtype, address)
+            # a weak reference with a callback costs a third of a weakref.finalize (one per large result)
+            self._leases[weakref.ref(lease, self._back)] = (size, block, address)
         return array
 
-    def _back(self, size, block):
+    def _back(self, ref):
         """A lease went: its block is idle again (freed instead when the idle blocks would pass the cap)."""
         with self._lock:
+            size, block, address = self._leases.pop(ref)
             self.leased_bytes -= size
             if size > self.cap_bytes:
                 return
-            self._idle[size].append(block)
+            self._idle[size].append((block, address))
             self._order[id(block)] = (size, block)
             self.idle_bytes += size
             while self.idle_bytes > self.cap_bytes:
@@ -110,7 +113,7 @@ class HostCache:
     def _drop_oldest(self):
         size, block = self._order.pop(next(iter(self._order)))
         idle = self._idle[size]
-        for k, b in enumerate(idle):
+        for k, (b, _) in enumerate(idle):
             if b is block:
                 del idle[k]
                 self.idle_bytes -= size
