@@ -15,7 +15,7 @@ Three models: `cli`, the GPT that `lazytensor train` trains (tied head; its PyTo
 tests/torch_gpt.py); `user`, tests/user_gpt.py: one nanoGPT source written the way PyTorch users
 write it, run unchanged on both frameworks, its attention by hand; and `nanogpt`, the same source with
 its attention as nanoGPT writes it, `F.scaled_dot_product_attention(q, k, v, is_causal=True)` (PyTorch's
-fused attention kernel). The lazytensor processes make no tuning call (no `lt.tune_host_malloc()`):
+fused attention kernel). The lazytensor processes make no tuning call (no malloc setting):
 they run as a user's script does. PyTorch is never imported into a lazytensor process nor the
 reverse (both change process-wide state: thread pools, malloc). For each model, config and thread
 count, the processes alternate (lazytensor, PyTorch, lazytensor, ...) for `rounds` rounds; each
