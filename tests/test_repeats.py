@@ -315,3 +315,43 @@ def test_a_python_number_operand_shares_its_leaf_across_ops_and_keeps_a_zeros_si
         assert not np.signbit((x * 0.0).numpy()).any()
     assert np.isnan((x * float("nan")).numpy()).all()
     assert (x * 2)._node.dtype == np.float32 and (x * 2.0)._node.dtype == np.float32
+
+
+def _generate(tokens, replay, monkeypatch, block=16):
+    """Tokens sampled one at a time from a small user-written GPT whose context is already full, as
+    PyTorch users write the loop (`model(idx[:, -block:])`, softmax, `multinomial`, `cat`); the tokens and
+    lt.counters() after it."""
+    monkeypatch.setenv("LAZYTENSOR_REPLAY", "1" if replay else "0")
+    repeats.clear()
+    lt.manual_seed(0)
+    gpt, _, _ = user_gpt.make(lt)
+    model = gpt(20, 1, 2, 16, block)
+    model.eval()
+    idx = lt.randint(0, 20, (1, block))
+    lt.reset_counters()
+    with lt.no_grad():
+        for _ in range(tokens):
+            logits, _ = model(idx[:, -block:])
+            probs = lt.nn.functional.softmax(logits[:, -1, :], dim=-1)
+            idx = lt.cat((idx, lt.multinomial(probs, num_samples=1)), dim=1)
+    return idx.tolist(), lt.counters()
+
+
+def test_a_decode_loop_replays_the_part_of_each_step_whose_shapes_stay_the_same(monkeypatch):
+    """The context grows by a token each step (`cat`) and its last positions are sliced off: those nodes
+    change from one realization to the next, so they are run apart, and the model's forward pass, the
+    same each step, is replayed: with the tokens of a run that never replays."""
+    lt.set_device("cpu")
+    plain, _ = _generate(12, False, monkeypatch)
+    tokens, counters = _generate(12, True, monkeypatch)
+    assert tokens == plain
+    assert counters["replayed_realizations"] >= 8
+
+
+def test_a_realization_whose_changing_part_is_most_of_it_is_not_split(cpu):
+    """Shapes that change everywhere (a batch of another size) leave nothing the same to replay."""
+    for n in range(2, 8):
+        x = lt.tensor(np.arange(float(n)))
+        assert _chain(x, 4)[-1].numpy().tobytes() == _numpy_chain(np.arange(float(n)), 4)[-1].tobytes()
+    assert lt.counters()["replayed_realizations"] == 0
+    assert len(repeats._seen) == 6  # each planned whole, a sighting of its own

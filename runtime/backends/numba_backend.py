@@ -8,22 +8,21 @@ float matrix products, cut by rows (or batch) into one-thread calls of NumPy's O
 way (kernels/cpu/blas.py), since OpenBLAS's own threads would fight numba's.
 
 At any size it accepts float32/float64 sum/mean/var/std reductions (bit-identical to the reference: the
-same folds, blocked ones included); from `MIN_ELEMENTS` up, amax/amin (bit-identical: exact; a zero or NaN result defers to
-NumPy), erf (may differ from the reference in the last unit: libm's exp vs NumPy's in float64, for float32
-values erf_in_float32, computed in float32 eight lanes wide: within one unit), softmax/log_softmax and their gradients along any axis (one
-kernel each, within a few units of the reference: exp and log; the gradient of softmax is
-bit-identical), layer_norm and its gradient (bit-identical), im2col and col2im (bit-identical: the same copies and
-sums in the same order), a convolution's output and input gradient image by image (products: the
-tolerance class), place_slices (the
-gradient of a split or q/k/v: copies, a large transposed piece in tiles on several threads); at any
-size the AdamW update and clip_grad_norm_'s sum of squares (bit-identical), the scatter-adds of
-index_select/embedding and gather (take_along) gradients (bit-identical: index order, float64; NumPy's
-np.add.at costs more than a compiled call at every size) and fused elementwise and row groups
-(runtime/fusion.py; with the batched products they read, and bias adds with their products, where those
-products would be cut in pieces: the same BLAS calls; a tree only a sum over its leading axes reads,
-folded into those column sums as it is made; a batched product whose consumer views it permuted
-is written in that layout, its node's `layout`); from MIN_ELEMENTS the random fills (the reference's
-transforms over compiled Philox words: the same bits); everything else goes on down the chain to the NumPy backend.
+same folds, blocked ones included), layer_norm and its gradient (bit-identical), the random fills (the reference's transforms over compiled
+Philox words: the same bits), the AdamW update and clip_grad_norm_'s sum of squares (bit-identical), the
+scatter-adds of index_select/embedding and gather (take_along) gradients (bit-identical: index order,
+float64; NumPy's np.add.at costs more than a compiled call at every size) and fused elementwise and row
+groups (runtime/fusion.py; with the batched products they read, and bias adds with their products, where
+those products would be cut in pieces: the same BLAS calls; a tree only a sum over its leading axes reads,
+folded into those column sums as it is made; a batched product whose consumer views it permuted is
+written in that layout, its node's `layout`), a convolution's output and input gradient image by image
+(products: the tolerance class). From `MIN_ELEMENTS` up: amax/amin (bit-identical: exact; a
+zero or NaN result defers to NumPy), softmax/log_softmax and their gradients along any axis (one kernel
+each, within a few units of the reference: exp and log; the gradient of softmax is bit-identical), erf (may differ from the reference in the last unit: libm's exp vs
+NumPy's in float64, for float32 values erf_in_float32, computed in float32 eight lanes wide: within one
+unit), im2col and col2im (bit-identical: the same copies and sums in the same order), place_slices (the
+gradient of a split or q/k/v: copies, a large transposed piece in tiles on several threads). Everything
+else goes on down the chain to the NumPy backend.
 """
 import functools
 import math
@@ -54,7 +53,9 @@ from .base import HostBackend
 
 MIN_ELEMENTS = 8192  # below this, a compiled call's dispatch costs more than NumPy's temporaries save
 # except for these folds, whose compiled call costs less than the reference's at every size (a sum of 64
-# values 4.0 us against 5.3; bench/RESULTS.md): the same bytes, so they are taken at any size
+# values 4.0 us against 5.3; bench/RESULTS.md): the same bytes, so they are taken at any size; so are
+# layer norm, its gradient and the random fills (the same bytes too), whose reference is a chain of
+# NumPy calls (bench/RESULTS.md, 'Standalone measurements')
 _FOLDS = frozenset({"sum", "mean", "var", "std"})
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _LAYER_NORM = ops.names(family="layer_norm")
@@ -164,7 +165,7 @@ class NumbaBackend(HostBackend):
         if node.op not in self.OPS:
             return False
         if node.op in _RANDOM:
-            return node.size >= MIN_ELEMENTS
+            return True
         if node.op == "matmul":
             route = _route(node, *operands)
             return route is not None and (route[0] == "blis" or route[4]
@@ -186,10 +187,10 @@ class NumbaBackend(HostBackend):
                     and len(g.shape) == len(node.shape) == len(index.shape)
                     and all(d == axis or g.shape[d] == node.shape[d] for d in range(len(g.shape))))
         if node.op in _LAYER_NORM:
-            return (node.dtype in _FLOATS and node.size >= MIN_ELEMENTS
+            return (node.dtype in _FLOATS
                     and _count(node.shape, node.attrs["axes"]) > 0
                     and all(b.dtype == node.dtype and b.shape == node.shape for b in operands))
-        if node.op in _SOFTMAX:
+        if node.op in _SOFTMAX:  # not bit-identical (exp, log): below the floor, the reference's bytes
             return (node.dtype in _FLOATS and node.size >= MIN_ELEMENTS
                     and all(b.dtype == node.dtype and b.shape == node.shape for b in operands))
         if node.op in _WINDOW:

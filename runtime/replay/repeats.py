@@ -26,7 +26,7 @@ be compared, ...; LAZYTENSOR_REPLAY=0 turns it off), each counted in `lt.counter
 import weakref
 
 from ...kernels.cpu import gemm
-from .. import config, executor, parallel, rng
+from .. import config, executor, parallel, remat, rng
 from ..counters import COUNTERS
 from ..residency import Buffer
 from . import capture, capturing, host_runner
@@ -42,12 +42,14 @@ SIGHTINGS = 128  # signatures seen once or twice, remembered to capture on the s
 
 _replays = Bounded(REPLAYS)   # signature -> _Replay
 _seen = Bounded(SIGHTINGS)    # signature -> times seen (1 or 2)
+_last = Bounded(SIGHTINGS)    # the ops of a realization, in order -> the signature items it last had
 
 
 def clear():
     """Forget every signature and recording (tests; a change of a setting the signature does not cover)."""
     _replays.clear()
     _seen.clear()
+    _last.clear()
 
 
 class _Replay:
@@ -81,6 +83,9 @@ def realize(order, roots, chain, fuser):
         if _replay(replay, order, key.items, leaves, first_stream):
             return None
         return eager(order, roots, chain, fuser)
+    varying = _varying(key.items, len(order))
+    if varying is not None:
+        return _split(order, roots, chain, fuser, varying)
     seen += 1
     if seen < 2:
         if not key.storable():
@@ -122,7 +127,61 @@ def signature(order, roots, chain, fuser):
         items.append((node.op, frozen(attrs) if attrs else (), node.shape, node.dtype, tuple(ins)))
     items.append(tuple(pos[r] for r in roots if r in pos))
     items.append((tuple(chain), fuser, parallel.num_threads(), parallel.MIN_PIECE, gemm.host_blas()))
-    return Key(tuple(items), tuple([node.op for node in order])), leaves, first_stream
+    # hashed by the ops and the shapes of the values read: realizations whose shapes differ (a growing
+    # context) do not share a hash, so a lookup compares with few kept signatures item by item
+    ops = tuple([node.op for node in order])
+    return Key(tuple(items), (ops, tuple([buf.shape for buf in leaves]))), leaves, first_stream
+
+
+def _varying(items, n):
+    """The positions of the nodes that made this realization differ from the last one with the same ops
+    (their attributes or shapes changed: a growing context's `cat` and the slice of its last positions)
+    together with every node they read in it, where splitting them off is worth it: at most half of
+    the nodes, and the same values asked for and settings. Else None; either way `items` becomes the
+    last realization of its ops."""
+    ops = tuple([item[0] for item in items[:n]])
+    last = _last.get(ops)
+    _last.put(ops, items)
+    if last is None or last[n:] != items[n:] or len(last) != len(items):
+        return None
+    try:
+        marked = [items[i] != last[i] for i in range(n)]
+    except (TypeError, ValueError):  # an attribute that cannot be compared (an array)
+        _last.pop(ops)
+        return None
+    if not any(marked):
+        return None
+    for i in range(n - 1, -1, -1):
+        if marked[i]:
+            for j in items[i][4]:
+                if type(j) is int:
+                    marked[j] = True
+    varying = [i for i in range(n) if marked[i]]
+    return varying if len(varying) * 2 <= n and n - len(varying) >= MIN_NODES else None
+
+
+def _split(order, roots, chain, fuser, varying):
+    """Run the `varying` positions of `order` (the part whose structure changes from one realization to
+    the next, with what it reads) as a realization of its own, planned, then the rest, which has the same
+    signature each time and so is replayed from its third sighting. The values are those of one run:
+    each node is computed once, by the same kernels, in the same order."""
+    part = [order[i] for i in varying]
+    inside = set(part)
+    asked = set(roots)
+    boundary = {node: None for node in part if node in asked}  # a dict: ordered, each node once
+    for node in order:
+        if node not in inside:
+            for inp in node.inputs:
+                if inp in inside:
+                    boundary[inp] = None
+    boundary = list(boundary)
+    order.clear()
+    ran = executor.run(part, boundary, chain, fuser)
+    del part, inside, boundary
+    rest = remat.ordered(roots, chain)
+    if not rest:
+        return ran
+    return realize(rest, roots, chain, fuser)
 
 
 def _capture(key, order, roots, leaves, chain, fuser, first_stream):
