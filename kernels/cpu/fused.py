@@ -282,6 +282,29 @@ def run(recipe, out_shape, out_dtype, arrays, params, pieces=one_piece, library=
     return (out, *results) if results else out
 
 
+def prepared(recipe, out_shape, out_dtype, in_shapes, pieces=one_piece):
+    """`run` for a recipe of elementwise instructions alone (no product, no column sum) on inputs of
+    `in_shapes`, worked out once: a callable (arrays, params) -> value for a replay that makes this call
+    at every step, doing only the allocation, the reshapes and the kernel call. None for other recipes."""
+    if column_sum_recipe(recipe) or _product_operands(recipe) or trailing(recipe):
+        return None
+    out_shape = tuple(out_shape)
+    module, shapes, items, work = _launch(recipe, out_shape, tuple(tuple(s) for s in in_shapes))
+    kernel, kernel_in_pieces, empty, contiguous = module.kernel, module.kernel_in_pieces, host_cache.empty, \
+        np.ascontiguousarray
+
+    def call(arrays, params):
+        out = empty(out_shape, out_dtype)
+        inputs = [contiguous(a).reshape(shape) for a, shape in zip(arrays, shapes)]
+        bounds = None if items is None else pieces(items, work)
+        if bounds is None:
+            kernel(out, *inputs, *params)
+        else:
+            kernel_in_pieces(bounds, out, *inputs, *params)
+        return out
+    return call
+
+
 def _trailing_shapes(recipe, out_shape, shapes):
     """(shape, layout) of each trailing product's result: the leading dims, its left operand's rows and
     its right operand's columns; the layout its consumer reads it in (`recipe[2]`'s third element)."""

@@ -66,6 +66,11 @@ class HostBackend:
         """A fused elementwise group's value (runtime/fusion.py builds `recipe`), or None to decline it."""
         return None
 
+    def prepared_fused(self, recipe, root, shapes):
+        """A callable (arrays, params) -> what `launch_fused` gives for operands of `shapes`, with what it
+        decides per call decided once (a replay's), or None: call `launch_fused`."""
+        return None
+
     def synchronize(self):
         """Wait for queued work. Host backends run synchronously."""
 

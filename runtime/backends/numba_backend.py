@@ -350,6 +350,11 @@ class NumbaBackend(HostBackend):
         x, w = shapes[:2]
         return _matmul_route(tuple(x), tuple(w), root.shape, root.dtype, root.dtype, root.dtype, gemm.host_blas())
 
+    def prepared_fused(self, recipe, root, shapes):
+        if fusion.product_recipe(recipe) or fusion.head_products(recipe):
+            return None
+        return cpu_fused.prepared(recipe, root.shape, root.dtype, shapes, parallel.pieces)
+
     def launch_fused(self, recipe, root, arrays, params):
         """Run a generated elementwise or row kernel (runtime/fusion.py) producing `root`'s value (its
         batched products computed a matrix at a time inside it), or a bias add with its product: the bias

@@ -14,6 +14,15 @@ eager run would; random steps draw their nodes' own (seed, stream). The first si
 the second runs eagerly with a `capture.Recorder` binding the realized values read, and later ones
 replay.
 
+A realization whose structure changes in a few nodes only from one time to the next (a decode loop with
+its context full: `cat` appends a token to the sequence and `idx[:, -block:]` slices the last positions,
+so those two nodes' shapes and bounds change at every step while the model's forward pass does not) is
+split: the nodes whose signature items differ from the last realization with the same ops, with every
+node they read, run first as a planned realization of their own, and the rest, whose signature is the
+same each time, replays (`_varying`, `_split`). Where more than half the nodes change (a context still
+growing: every attention shape changes), the realization is planned whole; shapes are never abstracted,
+so a replay is always of the shapes it was captured with.
+
 A replay hands a value to each node the eager run would have computed (not absorbed into a fused kernel)
 that something outside the realization still holds (a tensor, a gradient record, a pending consumer
 outside it): weak references say which, once the realization's own references are let go (`_held`).
@@ -134,54 +143,68 @@ def signature(order, roots, chain, fuser):
 
 
 def _varying(items, n):
-    """The positions of the nodes that made this realization differ from the last one with the same ops
-    (their attributes or shapes changed: a growing context's `cat` and the slice of its last positions)
-    together with every node they read in it, where splitting them off is worth it: at most half of
-    the nodes, and the same values asked for and settings. Else None; either way `items` becomes the
-    last realization of its ops."""
+    """Where this realization's structure changes from the last one with the same ops (a growing context's
+    `cat` and the slice of its last positions: their attributes or shapes differ), and it is worth splitting
+    it there: (steady, changing), the positions of the nodes those changed nodes read that depend on none of
+    them, and of the changed nodes with what they read that does. None where nothing changed, something
+    besides the nodes did (the values asked for, the settings), or more than half the nodes changed. Either
+    way `items` becomes the last realization of its ops."""
     ops = tuple([item[0] for item in items[:n]])
     last = _last.get(ops)
     _last.put(ops, items)
-    if last is None or last[n:] != items[n:] or len(last) != len(items):
+    if last is None or len(last) != len(items) or last[n:] != items[n:]:
         return None
     try:
-        marked = [items[i] != last[i] for i in range(n)]
+        changed = [items[i] != last[i] for i in range(n)]
     except (TypeError, ValueError):  # an attribute that cannot be compared (an array)
         _last.pop(ops)
         return None
-    if not any(marked):
+    if not any(changed):
         return None
+    read = changed[:]  # the changed nodes and every node they read
     for i in range(n - 1, -1, -1):
-        if marked[i]:
+        if read[i]:
             for j in items[i][4]:
                 if type(j) is int:
-                    marked[j] = True
-    varying = [i for i in range(n) if marked[i]]
-    return varying if len(varying) * 2 <= n and n - len(varying) >= MIN_NODES else None
+                    read[j] = True
+    tainted = changed[:]  # the nodes that depend on a changed one
+    for i in range(n):
+        if not tainted[i] and any(type(j) is int and tainted[j] for j in items[i][4]):
+            tainted[i] = True
+    steady = [i for i in range(n) if read[i] and not tainted[i]]
+    changing = [i for i in range(n) if read[i] and tainted[i]]
+    if len(changing) * 2 > n or n - len(steady) - len(changing) < MIN_NODES:
+        return None
+    return steady, changing
 
 
-def _split(order, roots, chain, fuser, varying):
-    """Run the `varying` positions of `order` (the part whose structure changes from one realization to
-    the next, with what it reads) as a realization of its own, planned, then the rest, which has the same
-    signature each time and so is replayed from its third sighting. The values are those of one run:
-    each node is computed once, by the same kernels, in the same order."""
-    part = [order[i] for i in varying]
-    inside = set(part)
+def _split(order, roots, chain, fuser, parts):
+    """Run `order` in three realizations: the `steady` positions (what the changing part reads that depends
+    on nothing changing: replayed from its third sighting), then the `changing` ones (planned), then the
+    rest, which has the same signature each time and so is replayed too. Each node is computed once, by
+    the kernels the one realization would use, except that no fused kernel spans two parts."""
+    steady, changing = parts
+    first = [order[i] for i in steady]
+    second = [order[i] for i in changing]
     asked = set(roots)
-    boundary = {node: None for node in part if node in asked}  # a dict: ordered, each node once
-    for node in order:
-        if node not in inside:
-            for inp in node.inputs:
-                if inp in inside:
-                    boundary[inp] = None
-    boundary = list(boundary)
-    order.clear()
-    ran = executor.run(part, boundary, chain, fuser)
-    del part, inside, boundary
+    ends = []
+    for part, later in ((first, order), (second, order)):
+        inside = set(part)
+        wanted = {node: None for node in part if node in asked}  # a dict: ordered, each node once
+        for node in later:
+            if node not in inside:
+                for inp in node.inputs:
+                    if inp in inside:
+                        wanted[inp] = None
+        ends.append(list(wanted))
+    order.clear()  # each part's list now holds its nodes: a node nothing else holds goes with its part
+    ran = None
+    if first:
+        ran = realize(first, ends[0], chain, fuser)
+    ran = executor.run(second, ends[1], chain, fuser)
+    del ends
     rest = remat.ordered(roots, chain)
-    if not rest:
-        return ran
-    return realize(rest, roots, chain, fuser)
+    return realize(rest, roots, chain, fuser) if rest else ran
 
 
 def _capture(key, order, roots, leaves, chain, fuser, first_stream):
