@@ -66,6 +66,15 @@ def _instrument(clock):
         if "prepared" in vars(cls):  # a replayed realization's calls (runtime/replay/repeats.py) that skip `launch`
             prepared = vars(cls)["prepared"]
             setattr(cls, "prepared", lambda self, node, prepared=prepared: _timed_launch(prepared(self, node), clock))
+        if "prepared_fused" in vars(cls):  # and its fused groups' calls, which skip `launch_fused`
+            setattr(cls, "prepared_fused", _timed_prepared(vars(cls)["prepared_fused"], clock))
+
+
+def _timed_prepared(prepared_fused, clock):
+    def timed(self, recipe, root, shapes):
+        call = prepared_fused(self, recipe, root, shapes)
+        return None if call is None else _timed_launch(call, clock)
+    return timed
 
 
 def _timed_launch(launch, clock):

@@ -355,3 +355,20 @@ def test_a_realization_whose_changing_part_is_most_of_it_is_not_split(cpu):
         assert _chain(x, 4)[-1].numpy().tobytes() == _numpy_chain(np.arange(float(n)), 4)[-1].tobytes()
     assert lt.counters()["replayed_realizations"] == 0
     assert len(repeats._seen) == 6  # each planned whole, a sighting of its own
+
+
+def test_a_constant_someone_holds_in_a_replayed_realization_keeps_its_value_when_written(cpu):
+    """A causal mask built from attributes alone is computed once and shared between replays; the node
+    someone holds gets it shared, so writing to it copies and later replays still read the mask."""
+    expected_mask = np.tril(np.ones((4, 4)))
+    for k in range(5):
+        a = np.arange(16.0).reshape(4, 4) + k
+        mask = lt.tril(lt.ones(4, 4, dtype=lt.float64))
+        y = (lt.tensor(a) * 2.0 + 1.0).sum()
+        lt.realize(y, mask)  # nothing reads the mask: a write to it would go in place if it were its own
+        assert mask.numpy().tolist() == expected_mask.tolist()
+        assert float(y) == float((a * 2.0 + 1.0).sum())
+        mask[0, 0] = 7.0
+        mask.add_(1.0)
+        assert mask.numpy()[0, 0] == 8.0
+    assert lt.counters()["replayed_realizations"] >= 3

@@ -12,11 +12,12 @@ A replay while profiling, or with a bound value not on the host, goes through th
 caller's fallback).
 
 Steps that read only the program's constants (a causal mask's `tril(ones)`, `arange`, fills made from
-attributes) give the same values at every replay: the first replay keeps the ones later steps read, and
+attributes) give the same values at every replay: the first replay keeps them, and
 later replays skip those steps (constant folding). A constant is private to its program (a value alive
 before the call is bound, not constant), so nothing can change it between replays; a folded value is
-never handed back (the caller could write it in place), and only values up to FOLD_MAX_BYTES are kept,
-so a replay holds at most a few small arrays more than the eager call between steps.
+never handed back as the caller's own (a caller that asks for one, eager repeats for a node someone holds,
+gets it shared, so a write to it copies first), and only values up to FOLD_MAX_BYTES are kept, so a replay
+holds at most a few small arrays more than the eager call between steps.
 """
 from .. import executor
 from ..residency import Buffer, host_view
@@ -66,12 +67,12 @@ class HostRunner(Runner):
         self._views = {step.out: step.ins[0] for step in program.steps if step.kind == "view"}
         self._folded = _foldable(program, self._keep) if fold else {}
         self._constants, self._kept_all = {}, False
-        outs = {program.steps[k].out for k in self._folded}
-        needed = {s for k, step in enumerate(program.steps) if k not in self._folded for s in step.ins if s in outs}
-        for k in self._folded:  # the first replay keeps the folded values later steps read
+        # the first replay keeps every folded value: the ones later steps read, and the ones a caller whose
+        # `keep` names them gets (eager repeats: a node someone holds), shared, so a write to it copies
+        self._folded_outs = {program.steps[k].out for k in self._folded}
+        for k in self._folded:
             call, ins, out, drop = self._calls[k]
-            if out in needed:
-                self._calls[k] = (self._keeping(call, out), ins, out, drop)
+            self._calls[k] = (self._keeping(call, out), ins, out, drop)
 
     def _keeping(self, call, out):
         def keep(*args):
@@ -168,6 +169,10 @@ class HostRunner(Runner):
             self._replay = _generated(self._calls)
         exclusive = (self._replay or _looped)(self._calls, arrays, keep)
         self._kept_all = True
+        for s in self._folded_outs:
+            if s in keep:  # not made by this replay's calls (from the second on), and never the caller's alone
+                arrays[s] = self._constants[s]
+                exclusive[s] = False
         return {s: (arrays[s], excl) for s, excl in exclusive.items()}
 
     def _source_id(self, s, slots):

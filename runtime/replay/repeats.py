@@ -237,7 +237,7 @@ def _capture(key, order, roots, leaves, chain, fuser, first_stream):
     # a replay's random steps draw from stream stream0 + (their stream - the Recorder's start): with this
     # shift added to the replayed realization's first stream, each draws its node's own stream
     shift = None if first_stream is None else recorder.start_stream - first_stream
-    _replays.put(key, _Replay(program.host_runner(fold=False), program.bound, program.n_slots, results, len(program),
+    _replays.put(key, _Replay(program.host_runner(), program.bound, program.n_slots, results, len(program),
                             shift))
     return ran
 
@@ -259,7 +259,7 @@ def _replay(replay, order, key, leaves, first_stream):
         if node is not None:
             value, exclusive = values[s]
             node.bind(Buffer.host_result(node.id, node.op, value, exclusive))
-    COUNTERS.kernels += replay.kernels
+    COUNTERS.kernels += replay.kernels - replay.runner.skipped  # folded constants are not computed again
     COUNTERS.replayed_realizations += 1
     return True
 
