@@ -33,7 +33,7 @@ from .runtime.counters import COUNTERS
 from .runtime.replay.cache import Bounded
 from .runtime.replay.refusals import (BACKWARD, EFFECTS, HOST_VALUES, OFF, OUTSIDE, RANDOM, RELEASED, SMALL,
                                       UNCOMPARABLE, Refusal, refuse)
-from .runtime.replay.signature import Key, frozen
+from .runtime.replay.signature import Key, frozen, random_relative
 from .tensor import Tensor
 
 MIN_RECORDS = 16   # smaller backward passes cost little to build; their signature would cost about as much
@@ -116,7 +116,7 @@ def _signature(order, retain):
             if "stream" in attrs:
                 if first_stream is None:
                     first_stream = attrs["stream"]
-                attrs = {**attrs, "stream": attrs["stream"] - first_stream, "seed": attrs["seed"] == rng.DEFAULT.seed}
+                attrs = random_relative(attrs, first_stream)
             items.append((n.op, frozen(attrs) if attrs else (), n.shape, n.dtype, tuple([pos[i] for i in n.inputs])))
         else:
             items.append((n.op, n.shape, n.dtype, n.buffer.on_device))

@@ -32,7 +32,10 @@ def _same_as_pytorch(program):
     for a, b in zip(ours, theirs):
         assert (a is None) == (b is None)
         if a is not None:
-            np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-5)
+            # float32 gradients whose elements span many orders (exp of exp: 1e7 beside 7) differ by a few
+            # units of the largest ones wherever the products round differently, so the absolute part of
+            # the tolerance scales with the largest element
+            np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-5 + 1e-6 * float(np.abs(b).max(initial=0.0)))
 
 
 def test_masked_fill_in_place_on_attention_scores_matches_pytorch():

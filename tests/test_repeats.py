@@ -372,3 +372,16 @@ def test_a_constant_someone_holds_in_a_replayed_realization_keeps_its_value_when
         mask.add_(1.0)
         assert mask.numpy()[0, 0] == 8.0
     assert lt.counters()["replayed_realizations"] >= 3
+
+
+def test_a_split_whose_rest_stops_repeating_is_forgotten_and_values_stay_right(cpu):
+    """The last 8 of a growing vector (the changing part), then a steady chain and a roll: split and
+    replayed; once the roll's shift changes at every step too, the split is dropped after a few misses."""
+    for i in range(16):
+        values = np.arange(16.0 + i)
+        shift = 1 if i < 8 else i % 7 + 1
+        y = _chain(lt.tensor(values)[-8:], 6)[-1].roll(shift)
+        assert y.numpy().tobytes() == np.roll(_numpy_chain(values[-8:], 6)[-1], shift).tobytes()
+        if i == 7:
+            assert len(repeats._splits) == 1 and lt.counters()["replayed_realizations"] >= 3
+    assert len(repeats._splits) == 0

@@ -8,21 +8,22 @@ float matrix products, cut by rows (or batch) into one-thread calls of NumPy's O
 way (kernels/cpu/blas.py), since OpenBLAS's own threads would fight numba's.
 
 At any size it accepts float32/float64 sum/mean/var/std reductions (bit-identical to the reference: the
-same folds, blocked ones included), layer_norm and its gradient (bit-identical), the random fills (the reference's transforms over compiled
-Philox words: the same bits), the AdamW update and clip_grad_norm_'s sum of squares (bit-identical), the
-scatter-adds of index_select/embedding and gather (take_along) gradients (bit-identical: index order,
-float64; NumPy's np.add.at costs more than a compiled call at every size) and fused elementwise and row
-groups (runtime/fusion.py; with the batched products they read, and bias adds with their products, where
-those products would be cut in pieces: the same BLAS calls; a tree only a sum over its leading axes reads,
-folded into those column sums as it is made; a batched product whose consumer views it permuted is
-written in that layout, its node's `layout`), a convolution's output and input gradient image by image
-(products: the tolerance class). From `MIN_ELEMENTS` up: amax/amin (bit-identical: exact; a
-zero or NaN result defers to NumPy), softmax/log_softmax and their gradients along any axis (one kernel
-each, within a few units of the reference: exp and log; the gradient of softmax is bit-identical), erf (may differ from the reference in the last unit: libm's exp vs
-NumPy's in float64, for float32 values erf_in_float32, computed in float32 eight lanes wide: within one
-unit), im2col and col2im (bit-identical: the same copies and sums in the same order), place_slices (the
-gradient of a split or q/k/v: copies, a large transposed piece in tiles on several threads). Everything
-else goes on down the chain to the NumPy backend.
+same folds, blocked ones included), layer_norm and its gradient (bit-identical), the random fills (the
+reference's transforms over compiled Philox words: the same bits), the AdamW update and clip_grad_norm_'s
+sum of squares (bit-identical), the scatter-adds of index_select/embedding and gather (take_along)
+gradients (bit-identical: index order, float64; NumPy's np.add.at costs more than a compiled call at
+every size) and fused elementwise and row groups (runtime/fusion.py; with the batched products they read,
+and bias adds with their products, where those products would be cut in pieces: the same BLAS calls; a
+tree only a sum over its leading axes reads, folded into those column sums as it is made; a batched
+product whose consumer views it permuted is written in that layout, its node's `layout`), a convolution's
+output and input gradient image by image (products: the tolerance class). From `MIN_ELEMENTS` up:
+amax/amin (bit-identical: exact; a zero or NaN result defers to NumPy), softmax/log_softmax and their
+gradients along any axis (one kernel each, within a few units of the reference: exp and log; the gradient
+of softmax is bit-identical), erf (may differ from the reference in the last unit: libm's exp vs NumPy's
+in float64, for float32 values erf_in_float32, computed in float32 eight lanes wide: within one unit),
+im2col and col2im (bit-identical: the same copies and sums in the same order), place_slices (the gradient
+of a split or q/k/v: copies, a large transposed piece in tiles on several threads).
+Everything else goes on down the chain to the NumPy backend.
 """
 import functools
 import math

@@ -19,7 +19,8 @@ its context full: `cat` appends a token to the sequence and `idx[:, -block:]` sl
 so those two nodes' shapes and bounds change at every step while the model's forward pass does not) is
 split: the nodes whose signature items differ from the last realization with the same ops, with every
 node they read, run first as a planned realization of their own, and the rest, whose signature is the
-same each time, replays (`_varying`, `_split`). Where more than half the nodes change (a context still
+same each time, replays (`_changed`, `_parts`, `_split`); later realizations with the same ops split
+at the same places without the whole signature (`_splits`). Where more than half the nodes change (a context still
 growing: every attention shape changes), the realization is planned whole; shapes are never abstracted,
 so a replay is always of the shapes it was captured with.
 
@@ -35,13 +36,13 @@ be compared, ...; LAZYTENSOR_REPLAY=0 turns it off), each counted in `lt.counter
 import weakref
 
 from ...kernels.cpu import gemm
-from .. import config, executor, parallel, remat, rng
+from .. import config, executor, parallel, remat
 from ..counters import COUNTERS
 from ..residency import Buffer
 from . import capture, capturing, host_runner
 from .cache import Bounded
 from .refusals import HOST_VALUES, OFF, OUTSIDE, REPEATS, SMALL, UNCOMPARABLE, refuse
-from .signature import Key, frozen
+from .signature import Key, frozen, random_relative
 
 # Realizations of fewer nodes are planned every time. Planning costs more than a signature and a replay
 # at every size (bench/RESULTS.md, 'Small work against PyTorch eager'), so small repeats replay too.
@@ -52,6 +53,10 @@ SIGHTINGS = 128  # signatures seen once or twice, remembered to capture on the s
 _replays = Bounded(REPLAYS)   # signature -> _Replay
 _seen = Bounded(SIGHTINGS)    # signature -> times seen (1 or 2)
 _last = Bounded(SIGHTINGS)    # the ops of a realization, in order -> the signature items it last had
+_splits = Bounded(REPLAYS)    # the ops of a realization split last time -> where it changed (_Split)
+# Rests of a split not replayed in a row before the split is forgotten: the first two are the rest's
+# sightings (planned, then captured); more mean the changing part moved elsewhere.
+SPLIT_MISSES = 4
 
 
 def clear():
@@ -59,6 +64,7 @@ def clear():
     _replays.clear()
     _seen.clear()
     _last.clear()
+    _splits.clear()
 
 
 class _Replay:
@@ -81,6 +87,13 @@ def realize(order, roots, chain, fuser):
     if len(order) < MIN_NODES or not config.get("LAZYTENSOR_REPLAY"):
         refuse(REPEATS, SMALL if len(order) < MIN_NODES else OFF)
         return eager(order, roots, chain, fuser)
+    ops = tuple([node.op for node in order])
+    memo = _splits.get(ops)
+    if memo is not None:  # split last time: split where it changed then, without the whole signature
+        parts = _parts(_wiring(order), memo.changed)
+        if parts is not None:
+            return _split(order, roots, chain, fuser, parts, memo, ops)
+        _splits.pop(ops)
     try:
         key, leaves, first_stream = signature(order, roots, chain, fuser)
         replay = _replays.get(key)
@@ -92,9 +105,13 @@ def realize(order, roots, chain, fuser):
         if _replay(replay, order, key.items, leaves, first_stream):
             return None
         return eager(order, roots, chain, fuser)
-    varying = _varying(key.items, len(order))
-    if varying is not None:
-        return _split(order, roots, chain, fuser, varying)
+    changed = _changed(key.items, len(order), ops)
+    if changed is not None:
+        parts = _parts([[j for j in item[4] if type(j) is int] for item in key.items[:len(order)]], changed)
+        if parts is not None:
+            memo = _Split(changed)
+            _splits.put(ops, memo)
+            return _split(order, roots, chain, fuser, parts, memo, ops)
     seen += 1
     if seen < 2:
         if not key.storable():
@@ -119,7 +136,7 @@ def signature(order, roots, chain, fuser):
             # under the generator's seed now (a replay draws under that seed)
             if first_stream is None:
                 first_stream = attrs["stream"]
-            attrs = {**attrs, "stream": attrs["stream"] - first_stream, "seed": attrs["seed"] == rng.DEFAULT.seed}
+            attrs = random_relative(attrs, first_stream)
         ins = []
         for inp in node.inputs:
             j = pos.get(inp)
@@ -142,35 +159,60 @@ def signature(order, roots, chain, fuser):
     return Key(tuple(items), (ops, tuple([buf.shape for buf in leaves]))), leaves, first_stream
 
 
-def _varying(items, n):
-    """Where this realization's structure changes from the last one with the same ops (a growing context's
-    `cat` and the slice of its last positions: their attributes or shapes differ), and it is worth splitting
-    it there: (steady, changing), the positions of the nodes those changed nodes read that depend on none of
-    them, and of the changed nodes with what they read that does. None where nothing changed, something
-    besides the nodes did (the values asked for, the settings), or more than half the nodes changed. Either
-    way `items` becomes the last realization of its ops."""
-    ops = tuple([item[0] for item in items[:n]])
+class _Split:
+    """Where a realization's structure changed (positions of its order), and how many times in a row the
+    rest of it was not replayed since (a split that no longer leaves a steady rest is forgotten)."""
+
+    __slots__ = ("changed", "misses")
+
+    def __init__(self, changed):
+        self.changed, self.misses = changed, 0
+
+
+def _changed(items, n, ops):
+    """The positions whose signature items differ from the last realization with the same `ops` (a growing
+    context's `cat` and the slice of its last positions: their attributes or shapes), or None where
+    nothing did, or something besides the nodes did (the values asked for, the settings). Either way
+    `items` becomes the last realization of its ops."""
     last = _last.get(ops)
     _last.put(ops, items)
     if last is None or len(last) != len(items) or last[n:] != items[n:]:
         return None
     try:
-        changed = [items[i] != last[i] for i in range(n)]
+        changed = [i for i in range(n) if items[i] != last[i]]
     except (TypeError, ValueError):  # an attribute that cannot be compared (an array)
         _last.pop(ops)
         return None
-    if not any(changed):
-        return None
-    read = changed[:]  # the changed nodes and every node they read
+    return changed or None
+
+
+def _wiring(order):
+    """For each node of `order`, the positions of the inputs it reads from `order`."""
+    pos = {node: i for i, node in enumerate(order)}
+    return [[pos[inp] for inp in node.inputs if inp in pos] for node in order]
+
+
+def _parts(wiring, changed):
+    """(steady, changing): the positions of the nodes the `changed` ones read (through any path) that
+    depend on none of them, and of the changed ones with what they read that does; None where splitting
+    is not worth it (more than half the nodes change, or too little would be left to replay)."""
+    n = len(wiring)
+    read = [False] * n  # the changed nodes and every node they read
+    for i in changed:
+        read[i] = True
     for i in range(n - 1, -1, -1):
         if read[i]:
-            for j in items[i][4]:
-                if type(j) is int:
-                    read[j] = True
-    tainted = changed[:]  # the nodes that depend on a changed one
+            for j in wiring[i]:
+                read[j] = True
+    tainted = [False] * n  # the nodes that depend on a changed one
+    for i in changed:
+        tainted[i] = True
     for i in range(n):
-        if not tainted[i] and any(type(j) is int and tainted[j] for j in items[i][4]):
-            tainted[i] = True
+        if not tainted[i]:
+            for j in wiring[i]:
+                if tainted[j]:
+                    tainted[i] = True
+                    break
     steady = [i for i in range(n) if read[i] and not tainted[i]]
     changing = [i for i in range(n) if read[i] and tainted[i]]
     if len(changing) * 2 > n or n - len(steady) - len(changing) < MIN_NODES:
@@ -178,7 +220,7 @@ def _varying(items, n):
     return steady, changing
 
 
-def _split(order, roots, chain, fuser, parts):
+def _split(order, roots, chain, fuser, parts, memo, ops):
     """Run `order` in three realizations: the `steady` positions (what the changing part reads that depends
     on nothing changing: replayed from its third sighting), then the `changing` ones (planned), then the
     rest, which has the same signature each time and so is replayed too. Each node is computed once, by
@@ -188,23 +230,28 @@ def _split(order, roots, chain, fuser, parts):
     second = [order[i] for i in changing]
     asked = set(roots)
     ends = []
-    for part, later in ((first, order), (second, order)):
+    for part in (first, second):
         inside = set(part)
         wanted = {node: None for node in part if node in asked}  # a dict: ordered, each node once
-        for node in later:
+        for node in order:
             if node not in inside:
                 for inp in node.inputs:
                     if inp in inside:
                         wanted[inp] = None
         ends.append(list(wanted))
     order.clear()  # each part's list now holds its nodes: a node nothing else holds goes with its part
-    ran = None
     if first:
-        ran = realize(first, ends[0], chain, fuser)
+        realize(first, ends[0], chain, fuser)
     ran = executor.run(second, ends[1], chain, fuser)
     del ends
     rest = remat.ordered(roots, chain)
-    return realize(rest, roots, chain, fuser) if rest else ran
+    if not rest:
+        return ran
+    ran = realize(rest, roots, chain, fuser)
+    memo.misses = 0 if ran is None else memo.misses + 1
+    if memo.misses > SPLIT_MISSES:
+        _splits.pop(ops)
+    return ran
 
 
 def _capture(key, order, roots, leaves, chain, fuser, first_stream):

@@ -5,6 +5,8 @@ import math
 
 import numpy as np
 
+from .. import rng
+
 
 class Key:
     """A signature (a tuple) as a dict key, hashed by the ops it covers alone: hashing every item
@@ -61,3 +63,10 @@ def _signed(value):
     if type(value) is tuple:
         return tuple(_signed(v) if isinstance(v, _ZERO_SIGNED) else v for v in value)
     return value
+
+
+def random_relative(attrs, first_stream):
+    """A random op's attributes as a signature holds them: its stream counted from `first_stream` (the
+    recording's first random op's; each step draws new streams), its seed as whether it is the
+    generator's seed now (a replay draws under that seed)."""
+    return {**attrs, "stream": attrs["stream"] - first_stream, "seed": attrs["seed"] == rng.DEFAULT.seed}
