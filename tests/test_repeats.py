@@ -1,6 +1,7 @@
 """Repeated CPU realizations replayed (runtime/replay/repeats.py): the third time a realization with the same
 structure runs, it runs from the plan captured the second time, and computes, hands back and leaves
 pending exactly what the scheduler's own run would."""
+import gc
 import weakref
 
 import numpy as np
@@ -385,3 +386,29 @@ def test_a_split_whose_rest_stops_repeating_is_forgotten_and_values_stay_right(c
         if i == 7:
             assert len(repeats._splits) == 1 and lt.counters()["replayed_realizations"] >= 3
     assert len(repeats._splits) == 0
+
+
+def test_a_recording_no_longer_kept_is_freed_at_once_without_the_cycle_collector(cpu, monkeypatch):
+    """Neither the recorder of a capture nor the runner of a dropped recording is in a reference cycle:
+    a decode loop capturing and dropping recordings leaves the collector nothing to find."""
+    from lazytensor.runtime.replay import capture
+    recorders = []
+
+    class Watched(capture.Recorder):
+        def __init__(self):
+            super().__init__()
+            recorders.append(weakref.ref(self))
+    monkeypatch.setattr(capture, "Recorder", Watched)
+    gc.disable()
+    try:
+        for k in range(3):  # with a constant (folded: kept by the runner) and a random fill (the executors')
+            x = lt.tensor(np.full(8, float(k))) + lt.ones(8, dtype=lt.float64) + lt.rand(8, dtype=lt.float64)
+            lt.realize(_chain(x)[-1])
+        (replay,) = list(repeats._replays._entries.values())
+        runner = weakref.ref(replay.runner)
+        del replay
+        repeats.clear()
+        assert len(recorders) == 1 and recorders[0]() is None
+        assert runner() is None
+    finally:
+        gc.enable()

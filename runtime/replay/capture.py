@@ -106,7 +106,8 @@ class Recorder:
         the first key given for a buffer counts). Held weakly: it is forgotten when it dies."""
         if id(buffer) not in self.bound:
             self.bound[id(buffer)] = key
-            self._bound_refs.append(weakref.ref(buffer, lambda _, k=id(buffer): self.bound.pop(k, None)))
+            bound = self.bound  # the callback holds the dict, not the recorder (no cycle through it)
+            self._bound_refs.append(weakref.ref(buffer, lambda _, k=id(buffer): bound.pop(k, None)))
 
     # ---- what the engine reports -----------------------------------------------------------------
     def refuse(self, refusal, detail=None):
@@ -173,12 +174,9 @@ class Recorder:
         key = id(buf)
         self._slots[key] = slot
         # A dead buffer's id may be reused by a new one: forget it when it dies.
-        self._refs[slot] = weakref.ref(buf, lambda _, key=key, slot=slot: self._forget(key, slot))
+        slots = self._slots  # the callback holds the dict, not the recorder (no cycle through it)
+        self._refs[slot] = weakref.ref(buf, lambda _, key=key, slot=slot: _forget(slots, key, slot))
         return slot
-
-    def _forget(self, key, slot):
-        if self._slots.get(key) == slot:
-            del self._slots[key]
 
     def program(self, outputs, chain, replaced=()):
         """The Program replaying the steps; `outputs` are the Buffers the caller wants back, in order;
@@ -386,6 +384,11 @@ class PeakWatch:
             return None
         self._memory.close_peak_scope(self._scope)
         return self._scope[0] - self._start - _uploaded(self._memory.backend.name)
+
+
+def _forget(slots, key, slot):
+    if slots.get(key) == slot:
+        del slots[key]
 
 
 def _uploaded(device_name):

@@ -45,7 +45,9 @@ class HostRunner(Runner):
     computed in the step) takes them from its operand arrays, after its inputs, as its parameters."""
 
     def __init__(self, program, executor, fold=True):
-        self._executor, self._stream0 = executor, 0
+        # the executors' side of the calls, apart from the runner: the calls hold it, and a runner no
+        # longer kept is then freed at once (no cycle for the collector to find)
+        self._through = _ThroughExecutors(executor)
         self.skipped, self.can_update, self.updated = 0, False, 0  # no step skipped, no state overwritten
         self._keep = set(program.outputs)
         self._calls = []
@@ -75,8 +77,10 @@ class HostRunner(Runner):
             self._calls[k] = (self._keeping(call, out), ins, out, drop)
 
     def _keeping(self, call, out):
+        constants = self._constants
+
         def keep(*args):
-            value = self._constants[out] = call(*args)
+            value = constants[out] = call(*args)
             return value
         return keep
 
@@ -100,7 +104,7 @@ class HostRunner(Runner):
             return (lambda src: host_view(src, what)), None
         if step.kind == "node" and step.stream is None:
             return backend.prepared(what), (what.id, what.op)
-        root = step.node
+        root, through = step.node, self._through
         if not self._through_executors(step):
             recipe, params, n_in = what.recipe, list(what.params), len(what.inputs)
             reads = [hasattr(p, "op") for p in params]  # 0-d operand nodes: their values follow the inputs
@@ -117,14 +121,9 @@ class HostRunner(Runner):
                 if lean[0] is not None:
                     return lean[0](arrays[:n_in], given)
                 out = backend.launch_fused(recipe, root, arrays[:n_in], given)
-                return out if out is not None else self._execute(step, arrays)
+                return out if out is not None else through(step, arrays)
             return fused, (root.id, root.op)
-        return (lambda *arrays: self._execute(step, arrays)), (root.id, root.op)
-
-    def _execute(self, step, arrays):
-        operands = [Buffer.host_result(-1, "data", a, False) for a in arrays]
-        made = self._executor(step, operands, self._stream0)
-        return tuple(buf.host for buf in made) if step.extra_outs else made.host
+        return (lambda *arrays: through(step, arrays)), (root.id, root.op)
 
     def replay(self, slots, stream0, execute=None, donors=None):
         """The runners' one interface (runtime/replay/runner.py); a host runner calls its own executor
@@ -163,7 +162,7 @@ class HostRunner(Runner):
             self._fold()
         for s, value in self._constants.items():
             arrays[s] = value
-        self._stream0 = stream0
+        self._through.stream0 = stream0
         self._runs += 1
         if self._replay is None and self._runs > GENERATE_AFTER:
             self._replay = _generated(self._calls)
@@ -179,6 +178,20 @@ class HostRunner(Runner):
         while s in self._views:
             s = self._views[s]
         return self._ids[s][0] if s in self._ids else slots[s].node_id
+
+
+class _ThroughExecutors:
+    """Runs a step through the executors on host arrays, with the streams of the replay under way."""
+
+    __slots__ = ("executor", "stream0")
+
+    def __init__(self, executor):
+        self.executor, self.stream0 = executor, 0
+
+    def __call__(self, step, arrays):
+        operands = [Buffer.host_result(-1, "data", a, False) for a in arrays]
+        made = self.executor(step, operands, self.stream0)
+        return tuple(buf.host for buf in made) if step.extra_outs else made.host
 
 
 def _foldable(program, keep):

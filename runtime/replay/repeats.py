@@ -47,8 +47,12 @@ from .signature import Key, frozen, random_relative
 # Realizations of fewer nodes are planned every time. Planning costs more than a signature and a replay
 # at every size (bench/RESULTS.md, 'Small work against PyTorch eager'), so small repeats replay too.
 MIN_NODES = 2
-REPLAYS = 32     # replayable signatures kept (least recently used dropped): a loop's step and its small reads
-SIGHTINGS = 128  # signatures seen once or twice, remembered to capture on the second sighting
+REPLAYS = 64     # replayable signatures kept (least recently used dropped): a loop's step and its small reads
+SIGHTINGS = 64   # signatures seen once or twice, remembered to capture on the second sighting
+# As many sightings as replays: a loop cycling through L structures (a decode loop's growing context run
+# sample after sample) then either keeps all L replays (L <= REPLAYS) or never sees one twice while it is
+# remembered (L > SIGHTINGS); with more sightings than replays, L in between captured recordings that were
+# dropped before their first replay, at every pass.
 
 _replays = Bounded(REPLAYS)   # signature -> _Replay
 _seen = Bounded(SIGHTINGS)    # signature -> times seen (1 or 2)
