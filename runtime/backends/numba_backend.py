@@ -53,10 +53,10 @@ from .. import fusion, parallel
 from .base import HostBackend
 
 MIN_ELEMENTS = 8192  # below this, a compiled call's dispatch costs more than NumPy's temporaries save
-# except for these folds, whose compiled call costs less than the reference's at every size (a sum of 64
-# values 4.0 us against 5.3; bench/RESULTS.md): the same bytes, so they are taken at any size; so are
-# layer norm, its gradient and the random fills (the same bytes too), whose reference is a chain of
-# NumPy calls (bench/RESULTS.md, 'Standalone measurements')
+# except for these folds, whose compiled call costs less than the reference's at every size, with the
+# same bytes, so they are taken at any size; so are layer norm, its gradient and the random fills (the
+# same bytes too), whose references are chains of NumPy calls (bench/RESULTS.md, the 'Standalone
+# measurements' of the small-work and of the decode-loop changes)
 _FOLDS = frozenset({"sum", "mean", "var", "std"})
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _LAYER_NORM = ops.names(family="layer_norm")
