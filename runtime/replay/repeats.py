@@ -17,12 +17,17 @@ replay.
 A realization whose structure changes in a few nodes only from one time to the next (a decode loop with
 its context full: `cat` appends a token to the sequence and `idx[:, -block:]` slices the last positions,
 so those two nodes' shapes and bounds change at every step while the model's forward pass does not) is
-split: the nodes whose signature items differ from the last realization with the same ops, with every
-node they read, run first as a planned realization of their own, and the rest, whose signature is the
-same each time, replays (`_changed`, `_parts`, `_split`); later realizations with the same ops split
-at the same places without the whole signature (`_splits`). Where more than half the nodes change (a context still
-growing: every attention shape changes), the realization is planned whole; shapes are never abstracted,
-so a replay is always of the shapes it was captured with.
+split where its signature items differ from the last realization with the same ops: what the changed
+nodes read that depends on none of them runs first (replayed like any realization), then the changed
+nodes (planned), then the rest, whose signature is the same each time (replayed) (`_changed`, `_parts`,
+`_split`); later realizations with the same ops split at the same places without the whole signature
+(`_splits`). Where more than half the nodes change (a context still growing: every attention shape
+changes), the realization is planned whole; shapes are never abstracted, so a replay is always of the
+shapes it was captured with.
+
+A recording's plan also fuses small groups of exact ops (runtime/fusion.py's EXACT_OPS) that the eager run
+leaves to NumPy, except the nodes something outside the realization holds at the capture (`_held_now`),
+which it computes on their own as the eager run does.
 
 A replay hands a value to each node the eager run would have computed (not absorbed into a fused kernel)
 that something outside the realization still holds (a tensor, a gradient record, a pending consumer
