@@ -41,12 +41,9 @@ be compared, ...; LAZYTENSOR_REPLAY=0 turns it off), each counted in `lt.counter
 import sys
 import weakref
 
-import numpy as np
-
 from ...kernels.cpu import gemm
 from .. import config, executor, parallel, remat
 from ..counters import COUNTERS
-from ..graph import Node
 from ..residency import Buffer
 from . import capture, capturing, host_runner
 from .cache import Bounded
@@ -311,23 +308,12 @@ def _held_now(order):
     readers = _readers(order)
     held = set()
     for node in order:
-        # beyond what an unheld node has here (_UNHELD: the order's list, this loop's variable, getrefcount's
-        # argument as this Python counts them), a node read in the order has the readers dict's key and each
-        # reader's inputs
-        if sys.getrefcount(node) > _UNHELD + (readers[node] + 1 if node in readers else 0):
+        # getrefcount's argument, this loop's variable, the order's list, and for a node read in the order
+        # the readers dict's key and each reader's inputs
+        inside = 3 + (readers[node] + 1 if node in readers else 0)
+        if sys.getrefcount(node) > inside:
             held.add(id(node))
     return frozenset(held)
-
-
-def _unheld_count():
-    """What `_held_now`'s loop counts for a node only its order's list holds, measured (interpreters differ
-    in the references a loop variable and a call's argument take)."""
-    order = [Node("full", (), {}, (1,), np.dtype(np.float32))]
-    for node in order:
-        return sys.getrefcount(node)
-
-
-_UNHELD = _unheld_count()
 
 
 def _readers(order):
