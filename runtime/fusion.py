@@ -29,7 +29,6 @@ that sum as it stores each block of rows: another extra.
 import numpy as np
 
 from ..kernels.cpu.fused import OPS as FUSABLE_OPS
-from ..kernels.ops import OPS as RECORDS
 from ..kernels.cpu.fused_rows import OUT, ROW_OPS, row_at
 
 MIN_ELEMENTS = 8192   # smaller outputs: NumPy's per-call cost is small and a compile would not pay back
@@ -37,16 +36,8 @@ MAX_INSTRUCTIONS = 48  # keeps one generated kernel (and its compile time) small
 _TYPES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64", np.dtype(np.bool_): "bool"}
 
 
-# The fusable ops whose fused form gives the reference's bytes at any size (arithmetic, comparisons, `where`,
-# casts: docs/NUMERICS.md), which a recorded step fuses below MIN_ELEMENTS too: compiled once for a step
-# replayed many times, one generated call replaces several NumPy calls of a few microseconds each.
-EXACT_OPS = frozenset(name for name in FUSABLE_OPS if RECORDS[name].numerics == "exact")
-
-
-def _fusable(node, small=None):
-    return (node.op in FUSABLE_OPS and node.dtype in _TYPES
-            and (node.size >= MIN_ELEMENTS or (small is not None and node.op in EXACT_OPS and node.shape
-                                               and node.size > 0 and id(node) not in small))
+def _fusable(node):
+    return (node.op in FUSABLE_OPS and node.dtype in _TYPES and node.size >= MIN_ELEMENTS
             and all(inp.dtype in _TYPES for inp in node.inputs))
 
 
@@ -83,18 +74,17 @@ class Group:
         return (self.root,) + tuple(self.extras)
 
 
-def groups(order, roots, lone_from=None, rows=False, small=None):
+def groups(order, roots, lone_from=None, rows=False):
     """{root node: Group} and the ids of the nodes computed inside some group's kernel (ids, so the
     plan holds no member alive after the scheduler has passed it). With `lone_from`, a fusable node of
     at least that many elements with nothing to fuse is a group of its own: a generated kernel can be
-    cut in pieces for several threads, NumPy's ufunc cannot. With `rows`, groups may hold a row op. With
-    `small` (a set of node ids), the exact ops (EXACT_OPS) fuse below MIN_ELEMENTS too, except those nodes."""
+    cut in pieces for several threads, NumPy's ufunc cannot. With `rows`, groups may hold a row op."""
     in_batch = set(order)
     consumers = {}  # a plain dict read with get: every realized input would call a Counter's __missing__
     fusing = {}     # of those, the consumers that are fusable and of the input's shape
     fusable = set()
     for node in order:
-        joins = node.op in FUSABLE_OPS and _fusable(node, small)  # the op first: most stop there, uncalled
+        joins = node.op in FUSABLE_OPS and _fusable(node)  # the op first: most nodes stop there, uncalled
         if joins:
             fusable.add(node)
         for inp in node.inputs:

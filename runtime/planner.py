@@ -19,7 +19,6 @@ import math
 import numpy as np
 
 from . import constants, devices, fusion, parallel, placement, remat
-from .replay import capturing
 from .copies import upload_reason
 from .graph import Node, postorder
 from .locking import serialized
@@ -85,10 +84,7 @@ def lone_from(fuser):
 def schedule(order, roots, chain, fuser):
     """The Schedule computing `order` (pending nodes, inputs first) for `roots` on backends `chain`,
     fused groups run by `fuser` (None: no fusion)."""
-    # a step being recorded on the host (a replay's plan) fuses small exact groups too (fusion.EXACT_OPS)
-    recorder = capturing.current()
-    small = recorder.unfused_ids if recorder is not None and fuser is not None and fuser.is_host else None
-    groups, absorbed = fusion.groups(order, roots, lone_from(fuser), fuser.fuses_rows, small) \
+    groups, absorbed = fusion.groups(order, roots, lone_from(fuser), fuser.fuses_rows) \
         if fuser is not None else ({}, ())
     deferred = constants.deferrable(order, roots, groups, absorbed) if order and not chain[0].is_host else set()
     planner = _Planner(chain)

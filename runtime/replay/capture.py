@@ -90,9 +90,6 @@ class Recorder:
         self.bound, self._bound_refs = {}, []
         self.steps, self.sources, self.refused, self.reason = [], [], None, None
         self.disturbed = False  # another thread computed during the capture (capturing.other_thread_computes)
-        # On the host the recorded plan also fuses small exact groups (runtime/fusion.py's EXACT_OPS), except
-        # the nodes whose ids are here: values something outside holds, which the eager run computes
-        self.unfused_ids = frozenset()
         self._slots, self._refs, self._dynamic, self.hooks = {}, {}, {}, []
         self.seed, self.start_stream = rng.DEFAULT.seed, rng.DEFAULT.next_stream
         # The most device memory the captured (eager) call added, less the copies it uploaded: a

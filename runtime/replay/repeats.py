@@ -38,7 +38,6 @@ placement depends on residency and memory), while a `lt.jit` capture or a profil
 runtime/replay/refusals.py lists for "repeats" (ones smaller than MIN_NODES, any whose attributes cannot
 be compared, ...; LAZYTENSOR_REPLAY=0 turns it off), each counted in `lt.counters()["replay_refusals"]`.
 """
-import sys
 import weakref
 
 from ...kernels.cpu import gemm
@@ -269,7 +268,6 @@ def _capture(key, order, roots, leaves, chain, fuser, first_stream):
     under `key` when every kernel ran on the host and the plan can take them."""
     position = {node.id: i for i, node in enumerate(order)}
     recorder = capture.Recorder()
-    recorder.unfused_ids = _held_now(order)
     for k, buf in enumerate(leaves):
         recorder.bind(buf, k)
     try:
@@ -298,32 +296,6 @@ def _capture(key, order, roots, leaves, chain, fuser, first_stream):
     _replays.put(key, _Replay(program.host_runner(), program.bound, program.n_slots, results, len(program),
                             shift))
     return ran
-
-
-def _held_now(order):
-    """The ids of the nodes of `order` something outside the realization holds now (a tensor, a gradient
-    record, a consumer outside it, a caller's frame): references beyond the order's list and the inputs
-    of the order's nodes. The recorded plan fuses none of them into a small group (runtime/fusion.py), so
-    a replay computes and hands back what the eager run does."""
-    readers = _readers(order)
-    held = set()
-    for node in order:
-        # getrefcount's argument, this loop's variable, the order's list, and for a node read in the order
-        # the readers dict's key and each reader's inputs
-        inside = 3 + (readers[node] + 1 if node in readers else 0)
-        if sys.getrefcount(node) > inside:
-            held.add(id(node))
-    return frozenset(held)
-
-
-def _readers(order):
-    """{node: how many times the nodes of `order` read it} (a function of its own, so that no loop variable
-    of it holds a node when the caller counts references)."""
-    readers = {}
-    for node in order:
-        for inp in node.inputs:
-            readers[inp] = readers.get(inp, 0) + 1
-    return readers
 
 
 def _replay(replay, order, key, leaves, first_stream):
