@@ -25,10 +25,6 @@ nodes (planned), then the rest, whose signature is the same each time (replayed)
 changes), the realization is planned whole; shapes are never abstracted, so a replay is always of the
 shapes it was captured with.
 
-A recording's plan also fuses small groups of exact ops (runtime/fusion.py's EXACT_OPS) that the eager run
-leaves to NumPy, except the nodes something outside the realization holds at the capture (`_held_now`),
-which it computes on their own as the eager run does.
-
 A replay hands a value to each node the eager run would have computed (not absorbed into a fused kernel)
 that something outside the realization still holds (a tensor, a gradient record, a pending consumer
 outside it): weak references say which, once the realization's own references are let go (`_held`).
