@@ -100,7 +100,7 @@ def realize(order, roots, chain, fuser):
             return _split(order, roots, chain, fuser, parts, memo, ops)
         _splits.pop(ops)
     try:
-        key, leaves, first_stream = signature(order, roots, chain, fuser)
+        key, leaves, first_stream = signature(order, roots, chain, fuser, ops)
         replay = _replays.get(key)
         seen = 0 if replay is not None else _seen.pop(key, 0)
     except (TypeError, ValueError):  # an attribute value that cannot be compared (an array)
@@ -127,9 +127,9 @@ def realize(order, roots, chain, fuser):
     return _capture(key, order, roots, leaves, chain, fuser, first_stream)
 
 
-def signature(order, roots, chain, fuser):
+def signature(order, roots, chain, fuser, ops=None):
     """(its Key, the distinct realized Buffers read in order of first read, the stream of its first random
-    op or None)."""
+    op or None); `ops`, the order's ops, where the caller has them."""
     pos = {}
     leaves, leaf_at = [], {}
     items = []
@@ -160,7 +160,8 @@ def signature(order, roots, chain, fuser):
     items.append((tuple(chain), fuser, parallel.num_threads(), parallel.MIN_PIECE, gemm.host_blas()))
     # hashed by the ops and the shapes of the values read: realizations whose shapes differ (a growing
     # context) do not share a hash, so a lookup compares with few kept signatures item by item
-    ops = tuple([node.op for node in order])
+    if ops is None:
+        ops = tuple([node.op for node in order])
     return Key(tuple(items), (ops, tuple([buf.shape for buf in leaves]))), leaves, first_stream
 
 
