@@ -94,7 +94,7 @@ def pending_order(roots, early=False, worth=None):
     """The unrealized nodes needed for `roots`, in an order where inputs come first: depth first from
     the roots; with `early`, the last consumers of a value of at least `worth` bytes (default
     `_WORTH_BYTES`) moved up (`consumers_early`)."""
-    order = postorder([r for r in roots if r.buffer is None], lambda node: node.buffer is None)
+    order = _pending_postorder(roots)
     return consumers_early(order, worth or _WORTH_BYTES) if early else order
 
 
@@ -103,7 +103,7 @@ def pending_in_order(roots, rank):
     node it does not rank (one computed inside a fused group's kernel) takes the rank of its earliest
     ranked consumer, and ties keep depth-first order. None when that order would run a node before one
     of its inputs. What a run planned again mid-way keeps: the order it was running, not a new one."""
-    order = postorder([r for r in roots if r.buffer is None], lambda node: node.buffer is None)
+    order = _pending_postorder(roots)
     consumers = {}
     for node in order:
         for inp in node.inputs:
@@ -135,8 +135,14 @@ def consumers_early(order, worth=_WORTH_BYTES):
     until that parameter's turn, after the rest of the backward pass: one such value per layer was held
     through it (with the q/k/v gradients and the layer norms' inputs, 62 MB of a 518 MB training step at
     the seed's size). Values under `worth` bytes are left where depth first puts their consumers."""
-    if not any(node.nbytes >= worth for node in order):
-        return order  # the reordering costs Python time per node: not spent where no value is worth it
+    for node in order:  # the reordering costs Python time per node: not spent where no value is worth it
+        n = node.dtype.itemsize
+        for d in node.shape:
+            n *= d
+        if n >= worth:
+            break
+    else:
+        return order
     index = {node: k for k, node in enumerate(order)}
     consumers = {}
     for node in order:
@@ -217,6 +223,27 @@ def _needs(node, index, done, depth=8):
                 return None
             need += more
     return need
+
+
+def _pending_postorder(roots):
+    """postorder(the unrealized `roots`, unrealized nodes): the same order, without a call per input (every
+    realization walks its pending graph once)."""
+    order, seen = [], set()
+    stack = [(root, False) for root in reversed(list(roots)) if root.buffer is None]
+    pop, push, append, add = stack.pop, stack.append, order.append, seen.add
+    while stack:
+        node, expanded = pop()
+        if expanded:
+            append(node)
+            continue
+        if node in seen:
+            continue
+        add(node)
+        push((node, True))
+        for inp in reversed(node.inputs):
+            if inp.buffer is None and inp not in seen:
+                push((inp, False))
+    return order
 
 
 def postorder(roots, include):

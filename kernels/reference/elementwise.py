@@ -203,8 +203,37 @@ _BUILD = {"unary": lambda fn, op: _unary(fn, op.native), "binary": lambda fn, op
           "compare": lambda fn, op: _compare(fn), "logical": lambda fn, op: _logical(fn)}
 
 ELEMENTWISE_KERNELS = {"cast": cast, "logical_not": logical_not, "where": where}
+_FUNCTIONS = {}  # op -> (family, the NumPy function, native): what `prepared` specializes
 for _op in OPS.values():
     if _op.family in _BUILD and _op.name not in ELEMENTWISE_KERNELS:
-        _fn = _DEFINED_HERE[_op.name] if _op.numpy is None else getattr(np, _op.numpy)
+        _fn = _power if _op.name == "pow" else (  # NumPy's power, with C99's special cases
+            _DEFINED_HERE[_op.name] if _op.numpy is None else getattr(np, _op.numpy))
         ELEMENTWISE_KERNELS[_op.name] = _BUILD[_op.family](_fn, _op)
-ELEMENTWISE_KERNELS["pow"] = _binary(_power, OPS["pow"].native)  # NumPy's, with C99's special cases
+        _FUNCTIONS[_op.name] = (_op.family, _fn, _op.native)
+
+
+def prepared(op, attrs, dtypes):
+    """A callable on operands of `dtypes` making what ELEMENTWISE_KERNELS[op](attrs, ...) makes (the same
+    NumPy calls in the same dtypes: the same bytes), with what the kernel decides per call decided here,
+    for a replay that calls it many times; the caller holds NumPy's floating-point warnings off (the
+    engine's realizations do). None for an op it has no such form for."""
+    if op not in _FUNCTIONS:
+        return None
+    family, fn, native = _FUNCTIONS[op]
+    out = np.dtype(attrs["dtype"]) if family in ("unary", "binary") else None
+    asarray = np.asarray
+    if family == "unary":
+        (x,) = dtypes
+        if native and x == out:
+            return lambda a: asarray(fn(a)).astype(out, copy=False)
+        wide = compute_dtype(x if x.kind == "c" or out.kind == "b" else out)
+        return lambda a: asarray(fn(a.astype(wide))).astype(out, copy=False)
+    if family == "binary":
+        if native and dtypes[0] == out and dtypes[1] == out:
+            return lambda a, b: asarray(fn(a, b)).astype(out, copy=False)
+        wide = compute_dtype(out)
+        return lambda a, b: asarray(fn(a.astype(wide, copy=False), b.astype(wide, copy=False))).astype(out, copy=False)
+    if family == "compare":
+        wide = compute_dtype(np.result_type(*dtypes))
+        return lambda a, b: asarray(fn(a.astype(wide, copy=False), b.astype(wide, copy=False)))
+    return lambda a, b: asarray(fn(a, b))  # logical

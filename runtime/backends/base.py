@@ -47,10 +47,11 @@ class HostBackend:
         """Compute `node` from its operands' host arrays; returns the result array."""
         raise NotImplementedError
 
-    def prepared(self, node):
-        """A callable computing `node` from its operands' host arrays as `launch` does, for a compiled
-        step to call at every replay (runtime/replay/host_runner.py): backends resolve there once what `launch`
-        decides per call."""
+    def prepared(self, node, dtypes=None):
+        """A callable computing `node` from its operands' host arrays (of `dtypes`, where given) as
+        `launch` does, for a compiled step to call at every replay (runtime/replay/host_runner.py), under
+        NumPy's floating-point warnings off as every realization runs: backends resolve there once what
+        `launch` decides per call."""
         return lambda *args: self.launch(node, args)
 
     def reuse_launches(self, node, launches):

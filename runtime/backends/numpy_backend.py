@@ -2,6 +2,7 @@
 import numpy as np
 
 from ...kernels.reference import KERNELS
+from ...kernels.reference import prepared as prepared_reference
 from .base import HostBackend
 
 
@@ -21,6 +22,10 @@ class NumpyBackend(HostBackend):
                 f"expected {node.shape} {node.dtype}")
         return out
 
-    def prepared(self, node):
+    def prepared(self, node, dtypes=None):
+        # launch's result check ran when the step was captured
+        lean = prepared_reference(node.op, node.attrs, dtypes) if dtypes else None
+        if lean is not None:
+            return lean
         kernel, attrs = KERNELS[node.op], node.attrs
-        return lambda *args: kernel(attrs, *args)  # launch's result check ran when the step was captured
+        return lambda *args: kernel(attrs, *args)

@@ -103,7 +103,7 @@ class HostRunner(Runner):
         if step.kind == "view":
             return (lambda src: host_view(src, what)), None
         if step.kind == "node" and step.stream is None:
-            return backend.prepared(what), (what.id, what.op)
+            return backend.prepared(what, step.dtypes), (what.id, what.op)
         root, through = step.node, self._through
         if not self._through_executors(step):
             recipe, params, n_in = what.recipe, list(what.params), len(what.inputs)
