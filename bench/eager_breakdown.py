@@ -65,7 +65,8 @@ def _instrument(clock):
                 setattr(cls, name, _timed_launch(vars(cls)[name], clock))
         if "prepared" in vars(cls):  # a replayed realization's calls (runtime/replay/repeats.py) that skip `launch`
             prepared = vars(cls)["prepared"]
-            setattr(cls, "prepared", lambda self, node, prepared=prepared: _timed_launch(prepared(self, node), clock))
+            setattr(cls, "prepared", lambda self, node, dtypes=None, prepared=prepared:
+                    _timed_launch(prepared(self, node, dtypes), clock))
         if "prepared_fused" in vars(cls):  # and its fused groups' calls, which skip `launch_fused`
             setattr(cls, "prepared_fused", _timed_prepared(vars(cls)["prepared_fused"], clock))
 

@@ -65,6 +65,19 @@ def test_a_prepared_elementwise_call_gives_the_kernels_bytes(case):
         _same_bytes(call(*arrays), want)
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.sampled_from(FLOATS + INTS + (np.bool_,)), st.sampled_from(FLOATS + INTS + (np.bool_,)))
+def test_prepared_casts_wheres_and_nots_give_the_kernels_bytes(data, source, target):
+    x, y = _values(data.draw, (3, 4), source), _values(data.draw, (4,), target)
+    cond = _values(data.draw, (3, 1), np.bool_)
+    attrs = {"dtype": np.dtype(target)}
+    with np.errstate(all="ignore"):
+        _same_bytes(prepared("cast", attrs, (x.dtype,))(x), KERNELS["cast"](attrs, x))
+        _same_bytes(prepared("where", attrs, (cond.dtype, x.dtype, y.dtype))(cond, x, y),
+                    KERNELS["where"](attrs, cond, x, y))
+        _same_bytes(prepared("logical_not", {}, (cond.dtype,))(cond), KERNELS["logical_not"]({}, cond))
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.data(), st.sampled_from(FLOATS), st.sampled_from([(1, 65), (3, 5), (2, 3, 4), (4,), (2, 0)]))
 def test_a_prepared_softmax_gives_the_kernels_bytes_signed_zeros_and_nans_included(data, dtype, shape):

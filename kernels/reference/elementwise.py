@@ -217,11 +217,19 @@ def prepared(op, attrs, dtypes):
     NumPy calls in the same dtypes: the same bytes), with what the kernel decides per call decided here,
     for a replay that calls it many times; the caller holds NumPy's floating-point warnings off (the
     engine's realizations do). None for an op it has no such form for."""
+    asarray = np.asarray
+    if op == "cast":
+        out = np.dtype(attrs["dtype"])
+        return lambda a: a.astype(out)
+    if op == "where":
+        out = np.dtype(attrs["dtype"])
+        return lambda c, a, b: asarray(np.where(c, a.astype(out, copy=False), b.astype(out, copy=False)))
+    if op == "logical_not":
+        return lambda a: asarray(np.logical_not(a))
     if op not in _FUNCTIONS:
         return None
     family, fn, native = _FUNCTIONS[op]
     out = np.dtype(attrs["dtype"]) if family in ("unary", "binary") else None
-    asarray = np.asarray
     if family == "unary":
         (x,) = dtypes
         if native and x == out:
