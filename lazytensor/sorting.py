@@ -7,8 +7,8 @@ import numpy as np
 from . import dtypes
 from .errors import normalize_axis
 from .indexing import gather, narrow
-from .random import rand
-from .runtime import hostio
+from .random import DEFAULT, rand
+from .runtime import hostio, sampling
 from .tensor import Tensor
 
 SortResult = collections.namedtuple("sort", ["values", "indices"])
@@ -79,7 +79,8 @@ def multinomial(probs, num_samples, replacement=False):
     race: the same law as drawing one by one and removing each). The weights are read on the host first
     (a "host-read:multinomial"), so that negative, NaN or infinite weights, a row without a positive
     weight, or too few positive weights to draw without replacement raise ValueError here, as PyTorch's
-    checks do."""
+    checks do. On the CPU a draw with replacement (or of one sample) is then made on the host at once,
+    with the kernels and the random stream the graph would use (runtime/sampling.py)."""
     if probs.ndim not in (1, 2) or not probs.dtype.is_floating_point:
         raise ValueError(f"multinomial: probs must be a 1-d or 2-d float tensor, got {probs.ndim}-d {probs.dtype}")
     n = probs.shape[-1]
@@ -87,21 +88,27 @@ def multinomial(probs, num_samples, replacement=False):
         raise ValueError(f"multinomial: num_samples must be a positive integer, got {num_samples!r}")
     if not replacement and num_samples > n:
         raise ValueError(f"multinomial: cannot draw {num_samples} samples without replacement from {n} categories")
-    _check_weights(probs, num_samples, replacement)
-    rows = probs if probs.ndim == 2 else probs.reshape(1, n)
-    if replacement or num_samples == 1:
+    w = _check_weights(probs, num_samples, replacement)
+    if (replacement or num_samples == 1) and sampling.now(probs._node):
+        # the CPU, the weights just read: the draw the graph below would make, made now (runtime/sampling.py)
+        seed, stream = DEFAULT.take_stream()
+        out = Tensor(hostio.data_node(sampling.categories(w, num_samples, seed, stream), exclusive=True))
+    elif replacement or num_samples == 1:
+        rows = probs if probs.ndim == 2 else probs.reshape(1, n)
         cdf = cumsum(rows, -1)
         cdf = cdf / narrow(cdf, 1, n - 1, 1)  # the last entry becomes exactly 1, so u < 1 stays in range
         u = rand(rows.shape[0], num_samples, 1, dtype=rows.dtype)
         out = (cdf.reshape(rows.shape[0], 1, n) <= u).to(dtypes.int64).sum(-1)
     else:
+        rows = probs if probs.ndim == 2 else probs.reshape(1, n)
         race = -rand(rows.shape[0], n, dtype=rows.dtype).log() / rows
         out = narrow(argsort(race, -1), 1, 0, num_samples)
     return out if probs.ndim == 2 else out.reshape(num_samples)
 
 
 def _check_weights(probs, num_samples, replacement):
-    """Raise ValueError unless every row of `probs` is a distribution one can draw `num_samples` from."""
+    """Raise ValueError unless every row of `probs` is a distribution one can draw `num_samples` from;
+    returns the weights' host array, as rows (internal: not to be written)."""
     w = hostio.host_array(probs._node, "multinomial")
     w = w.reshape(-1, w.shape[-1])  # 1-d or 2-d, checked by the caller
     if not np.isfinite(w).all() or (w < 0).any():
@@ -112,3 +119,4 @@ def _check_weights(probs, num_samples, replacement):
     if not replacement and (positive < num_samples).any():
         raise ValueError(f"multinomial: cannot draw {num_samples} samples without replacement from a row "
                          f"with only {int(positive.min())} nonzero probabilities")
+    return w

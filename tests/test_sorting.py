@@ -2,6 +2,8 @@
 and two PyTorch habits: an embedding index of -1 and a second backward through one graph."""
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lazytensor as lt
 
@@ -141,6 +143,39 @@ def test_multinomial_samples_the_same_on_every_backend_for_one_seed(virtual):
     on_cpu = draw()
     virtual(offload="always")
     assert np.array_equal(draw(), on_cpu)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**31), st.integers(1, 4), st.integers(1, 3), st.booleans(),
+       st.lists(st.sampled_from([0.0, 0.5, 1.0, 3.0, 1e-3]), min_size=5, max_size=5).filter(any))
+def test_a_draw_with_replacement_on_the_cpu_is_the_draw_a_device_makes_for_one_seed(seed, rows, samples, flat,
+                                                                                   weights):
+    """On the CPU the draw is made on the host at once (runtime/sampling.py); on a device it stays a graph.
+    The same seed gives the same categories, and the random stream after it is the same too."""
+    def draw():
+        lt.manual_seed(seed)
+        w = lt.tensor(np.array(weights if flat else [weights] * rows, np.float32))
+        out = lt.multinomial(w, samples, replacement=True)
+        return out.numpy(), lt.rand(3).numpy()
+    lt.set_device("cpu")
+    try:
+        on_cpu = draw()
+        lt.set_device("virtual", offload="always")
+        on_device = draw()
+    finally:
+        lt.set_device("cpu")
+    assert on_cpu[0].dtype == on_device[0].dtype == np.int64
+    assert np.array_equal(on_cpu[0], on_device[0]) and np.array_equal(on_cpu[1], on_device[1])
+
+
+def test_a_draw_of_one_sample_on_the_cpu_is_made_at_once_and_counted_as_its_kernels():
+    probs = lt.softmax(lt.randn(2, 7), dim=-1)
+    probs.numpy()
+    lt.reset_counters()
+    out = lt.multinomial(probs, 1)
+    assert out.residency == lt.Residency.HOST and out.shape == (2, 1)
+    assert lt.counters()["kernels"] == 6  # cumsum, div, uniform, le, cast, sum: as the graph's
+    assert ((out.numpy() >= 0) & (out.numpy() < 7)).all()
 
 
 def test_an_embedding_index_of_minus_one_raises_index_error_as_in_pytorch():
