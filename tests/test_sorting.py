@@ -169,6 +169,7 @@ def test_a_draw_with_replacement_on_the_cpu_is_the_draw_a_device_makes_for_one_s
 
 
 def test_a_draw_of_one_sample_on_the_cpu_is_made_at_once_and_counted_as_its_kernels():
+    lt.set_device("cpu")
     probs = lt.softmax(lt.randn(2, 7), dim=-1)
     probs.numpy()
     lt.reset_counters()
