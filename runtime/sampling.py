@@ -17,14 +17,15 @@ from .replay import capturing
 from .transfers import LOG
 
 _INT64, _BOOL = np.dtype(np.int64), np.dtype(np.bool_)
+_WEIGHTS = (np.dtype(np.float32), np.dtype(np.float64))  # float16/bfloat16 weights: the graph widens each op
 
 
 def now(node):
-    """Whether a draw from `node`'s value may be computed on the host at once: the CPU is the device, the
-    value is on the host, and no capture or profile is watching kernels (they see the graph's)."""
+    """Whether a draw from `node`'s value may be computed on the host at once: float32 or float64 weights on
+    the host with the CPU as the device, and no capture or profile watching kernels (they see the graph's)."""
     buf = node.buffer
-    return (buf is not None and buf.on_host and devices.chain()[0].is_host and not capturing.anywhere()
-            and not LOG.profiling)
+    return (buf is not None and buf.on_host and node.dtype in _WEIGHTS and devices.chain()[0].is_host
+            and not capturing.anywhere() and not LOG.profiling)
 
 
 def categories(weights, num_samples, seed, stream):
