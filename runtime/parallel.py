@@ -58,8 +58,8 @@ def _default_threads():
     except AttributeError:
         cores = max(1, os.cpu_count() or 1)
     # Ranks mpiexec started on this machine share its cores (as torchrun gives each process one OpenMP
-    # thread): two ranks each splitting kernels over every core ran a data-parallel step 25x slower, their
-    # pools' spinning threads taking turns on the cores (bench/RESULTS.md).
+    # thread): two ranks each splitting kernels over every core ran a data-parallel step many times slower,
+    # their pools' spinning threads taking turns on the cores (bench/RESULTS.md, 'Data-parallel training').
     ranks = collectives.launcher_ranks() if collectives.launched_by_mpi() else None
     local = int(ranks["LOCAL_WORLD_SIZE"]) if ranks and ranks["LOCAL_WORLD_SIZE"].isdigit() else 1
     return max(1, cores // max(local, 1))

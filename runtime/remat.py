@@ -70,7 +70,7 @@ def ordered(roots, chain):
     the last readers of big values moved up (graph.pending_order); on a device, values made again where
     its budget cannot hold the rest (`rematerialize`). On the host the move is for the cache: a weight's
     gradient read its layer's output gradient from memory at the end of the backward pass, not from cache
-    right after it was made (a small GPT's compiled step at one thread, Xeon: ~5% faster, bench/RESULTS.md),
+    right after it was made (a small GPT's compiled step at one thread ran faster: bench/RESULTS.md),
     and only values that would leave a core's cache are worth it there (`HOST_WORTH_BYTES`)."""
     device = chain[0]
     if device.is_host:
