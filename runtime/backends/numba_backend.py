@@ -67,6 +67,12 @@ _WINDOW = frozenset({"im2col", "col2im"})
 _CONV = frozenset({"conv_product", "conv_input_grad"})
 
 
+def _sum(node, x):
+    """`node`'s float sum of `x`: the blocked float64 folds, never -0.0, rounded once."""
+    wide = cpu_reduce.fold_sum(x, node.attrs["axes"], parallel.pieces, blocked=True) + 0.0
+    return wide.astype(node.dtype).reshape(node.shape)
+
+
 def _count(shape, axes):
     n = 1
     for d in axes:
@@ -215,8 +221,7 @@ class NumbaBackend(HostBackend):
 
     def prepared(self, node, dtypes=None):
         if node.op == "sum":  # _compute's sum, without its walk through the other ops
-            axes, dtype, shape, pieces = node.attrs["axes"], node.dtype, node.shape, parallel.pieces
-            return lambda x: (cpu_reduce.fold_sum(x, axes, pieces, blocked=True) + 0.0).astype(dtype).reshape(shape)
+            return lambda x: _sum(node, x)
         if node.op != "matmul":
             return lambda *args: self._compute(node, args)
         route = []  # a replay's operands have the shapes of the capture's: the route is worked out once
@@ -284,19 +289,18 @@ class NumbaBackend(HostBackend):
             if out is None:  # a zero or NaN came out: the reference picks which one, by position
                 return KERNELS[node.op](attrs, x)
             return out.astype(node.dtype, copy=False).reshape(node.shape)
-        n = _count(x.shape, axes)
         if node.op == "sum":
-            wide = cpu_reduce.fold_sum(x, axes, parallel.pieces, blocked=True) + 0.0  # never -0.0
+            return _sum(node, x)
+        n = _count(x.shape, axes)
+        # sums and means block long folds; a variance's mean is the plain left fold
+        mean = (cpu_reduce.fold_sum(x, axes, parallel.pieces, blocked=node.op == "mean") + 0.0) / n
+        if node.op == "mean":
+            wide = mean
         else:
-            # sums and means block long folds; a variance's mean is the plain left fold
-            mean = (cpu_reduce.fold_sum(x, axes, parallel.pieces, blocked=node.op == "mean") + 0.0) / n
-            if node.op == "mean":
-                wide = mean
-            else:
-                with np.errstate(all="ignore"):
-                    wide = cpu_reduce.fold_sq_dev(x, axes, mean) / max(n - attrs["correction"], 0)
-                    if node.op == "std":
-                        wide = np.sqrt(wide)
+            with np.errstate(all="ignore"):
+                wide = cpu_reduce.fold_sq_dev(x, axes, mean) / max(n - attrs["correction"], 0)
+                if node.op == "std":
+                    wide = np.sqrt(wide)
         return wide.astype(node.dtype).reshape(node.shape)
 
     def _adamw(self, node, values, scalars):
